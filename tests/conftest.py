@@ -1,0 +1,120 @@
+"""Fixtures: one fresh database per test run (SQLite by default, PostgreSQL when
+TEST_DATABASE_URL is set), migrated once with Alembic, emptied after every test."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from werkzeug.serving import make_server
+
+from webapp import create_app
+from webapp.extensions import db
+
+from .factories import Factory
+
+PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
+BACKEND = "postgresql" if PG_URL else "sqlite"
+
+
+def pytest_report_header(config):
+    return f"database: {BACKEND}" + (f" ({make_url(PG_URL).render_as_string()})" if PG_URL else "")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    stats = terminalreporter.stats
+    counts = {k: len(stats.get(k, [])) for k in ("passed", "failed", "error", "skipped")}
+    terminalreporter.write_line(
+        f"database {BACKEND}: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['error']} errors, {counts['skipped']} skipped"
+    )
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A database of this run's own, dropped at the end whatever happened."""
+    if not PG_URL:
+        with tempfile.TemporaryDirectory(prefix="telephony-test-") as tmp:
+            yield f"sqlite:///{Path(tmp) / 'test.db'}"
+        return
+    name = f"telephony_test_{os.getpid()}_{secrets.token_hex(4)}"
+    server = make_url(PG_URL)
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def test_config(database_url, tmp_path_factory) -> dict:
+    return {
+        "TESTING": True,
+        "SECRET_KEY": "test-secret-key-not-for-production",
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "RATELIMIT_STORAGE_URI": "memory://",
+    }
+
+
+@pytest.fixture(scope="session")
+def migrated(test_config, tmp_path_factory) -> str:
+    """The schema, built by the real Alembic migrations (not create_all)."""
+    from flask_migrate import upgrade
+
+    os.environ["INSTANCE_PATH"] = str(tmp_path_factory.mktemp("instance"))
+    app = create_app(test_config)
+    with app.app_context():
+        upgrade()
+        db.engine.dispose()
+    return test_config["SQLALCHEMY_DATABASE_URI"]
+
+
+def _empty_all_tables() -> None:
+    with db.engine.begin() as conn:
+        for table in reversed(db.metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+@pytest.fixture
+def app(migrated, test_config):
+    app = create_app(dict(test_config))
+    with app.app_context():
+        _empty_all_tables()
+        yield app
+        db.session.remove()
+        _empty_all_tables()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def factory(app) -> Factory:
+    return Factory(app)
+
+
+@pytest.fixture
+def live_server(app) -> Iterator[str]:
+    """The app served by Werkzeug's threaded server on a free loopback port."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)

@@ -1,0 +1,52 @@
+"""Application factory: `create_app(config)` builds a configured app; app.py calls it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from .config import _secret_key, default_config
+from .database import configure_engine
+from .extensions import csrf, db, limiter, login_manager, migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build the app: defaults, then instance/config.py, then `config` (tests pass a dict)."""
+    instance_path = Path(os.environ.get("INSTANCE_PATH") or ROOT / "instance")
+    app = Flask(
+        __name__,
+        instance_path=str(instance_path),
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.update(default_config(instance_path))
+    app.config.from_pyfile("config.py", silent=True)
+    if config:
+        app.config.update(config)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = _secret_key(instance_path)
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    login_manager.init_app(app)
+    csrf.init_app(app)
+    limiter.init_app(app)
+    with app.app_context():
+        configure_engine(db.engine)
+
+    from . import auth  # noqa: F401  (registers the session loader)
+    from .cli import register_cli
+    from .rest import bp as rest_bp
+    from .rest import errors as rest_errors
+    from .rest.meta import healthz
+
+    app.register_blueprint(rest_bp)
+    app.add_url_rule("/healthz", "healthz", healthz)
+    rest_errors.register(app)
+    register_cli(app)
+    return app

@@ -1,0 +1,64 @@
+"""Turning a request's credentials into a Principal: Bearer tokens and session cookies."""
+
+from __future__ import annotations
+
+from flask import g, request
+from flask_login import current_user
+from flask_wtf.csrf import CSRFError, validate_csrf
+from wtforms.validators import ValidationError
+
+from .access import Principal
+from .extensions import login_manager
+from .services import accounts
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@login_manager.user_loader
+def _load_user(session_id: str):
+    return accounts.session_account(session_id)
+
+
+def bearer_token() -> str | None:
+    """The raw token of an `Authorization: Bearer …` header, "" if the header is malformed."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def api_principal() -> Principal | None:
+    """Who calls the API, or None when the credentials are missing or not valid.
+
+    A Bearer token wins over a cookie: a cross-site page cannot set that header, so no CSRF
+    check is needed for it. A session cookie is accepted too, and then a write must carry the
+    CSRF token in X-CSRFToken (CSRFError otherwise).
+    """
+    if "principal" in g:
+        return g.principal
+    token = bearer_token()
+    principal = None
+    if token is not None:
+        account = accounts.authenticate_token(token) if token else None
+        if account is not None:
+            principal = Principal.from_account(account, via="api")
+    elif current_user.is_authenticated:
+        if request.method not in SAFE_METHODS:
+            try:
+                validate_csrf(request.headers.get("X-CSRFToken"))
+            except ValidationError as exc:
+                raise CSRFError(str(exc)) from exc
+        principal = Principal.from_account(current_user, via="api")
+    g.principal = principal
+    return principal
+
+
+def rate_limit_key() -> str:
+    """Rate-limit bucket: the token (hashed), else the session account, else the address."""
+    token = bearer_token()
+    if token:
+        return "token:" + accounts._hash_token(token)
+    if current_user.is_authenticated:
+        return f"account:{current_user.id}"
+    return "addr:" + (request.remote_addr or "unknown")

@@ -1,0 +1,129 @@
+"""The `flask --app app …` commands (decisions.md §2). A user mistake prints one line, exits 1."""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import sys
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from .access import Principal
+from .services import accounts, companies
+from .services.errors import ServiceError
+
+
+def _operator() -> Principal:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry, as in some containers
+        name = "unknown"
+    return Principal.cli(f"cli:{name}")
+
+
+def friendly(func):
+    """Turn domain and database errors into one clear line and exit status 1, no traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except ServiceError as exc:
+            fields = "; ".join(f"{k}: {v}" for k, v in exc.fields.items())
+            raise click.ClickException(exc.message + (f" ({fields})" if fields else "")) from None
+        except (OperationalError, ProgrammingError) as exc:
+            text = str(exc.orig).lower() if exc.orig else ""
+            if "no such table" in text or "does not exist" in text:
+                raise click.ClickException(
+                    "The database has no schema yet; run 'flask --app app db upgrade' first."
+                ) from None
+            raise click.ClickException(f"The database refused the operation: {exc.orig}") from None
+
+    return wrapper
+
+
+companies_cli = AppGroup("companies", help="Manage companies.")
+accounts_cli = AppGroup("accounts", help="Manage sign-in accounts and their grants.")
+tokens_cli = AppGroup("tokens", help="Manage API tokens.")
+demo_cli = AppGroup("demo", help="Demo data.")
+
+
+@companies_cli.command("create")
+@click.argument("company_id")
+@click.option("--name", required=True, help="Display name.")
+@friendly
+def companies_create(company_id: str, name: str) -> None:
+    """Add a company; COMPANY_ID is the identifier used everywhere."""
+    companies.create(_operator(), company_id, name)
+    click.echo(f"Created company {company_id}.")
+
+
+@accounts_cli.command("create")
+@click.argument("username")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@click.option("--system-admin", is_flag=True, help="Grant System-Admin.")
+@click.option("--admin-of", multiple=True, metavar="ID", help="Company-Admin of ID (repeatable).")
+@click.option("--billing-summary", is_flag=True, help="Billing Call-Summary: every company.")
+@click.option("--reporting-for", multiple=True, metavar="ID", help="Call Reporting for ID.")
+@friendly
+def accounts_create(
+    username, password_stdin, system_admin, admin_of, billing_summary, reporting_for
+):
+    """Add a sign-in account. Without --password-stdin a password is generated and printed once."""
+    password = None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    new = accounts.create(
+        _operator(),
+        username,
+        password,
+        system_admin=system_admin,
+        admin_of=admin_of,
+        billing_summary=billing_summary,
+        reporting_for=reporting_for,
+    )
+    click.echo(f"Created account {username}.")
+    if new.password is not None:
+        click.echo(f"Password (shown once): {new.password}")
+
+
+@accounts_cli.command("disable")
+@click.argument("username")
+@friendly
+def accounts_disable(username: str) -> None:
+    """Stop an account: its sessions and tokens are refused from the next request on."""
+    accounts.disable(_operator(), username)
+    click.echo(f"Disabled account {username}.")
+
+
+@tokens_cli.command("create")
+@click.argument("username")
+@click.option("--name", "label", default="", help="A label to recognise the token by.")
+@friendly
+def tokens_create(username: str, label: str) -> None:
+    """Create an API token; it is printed alone on the last line and never shown again."""
+    raw = accounts.create_token(_operator(), username, label)
+    click.echo(f"Token for {username} (shown once; only a hash is kept):")
+    click.echo(raw)
+
+
+@demo_cli.command("seed")
+@friendly
+def demo_seed() -> None:
+    """Load demo companies, accounts, DDIs, phone users and three months of history (idempotent)."""
+    from .demo import seed
+
+    seeded, logins = seed(_operator())
+    click.echo("Loaded the demo data." if seeded else "Demo data already present; nothing loaded.")
+    if logins:
+        click.echo("Demo sign-in accounts (username / password / grants):")
+        for line in logins:
+            click.echo("  " + line)
+
+
+def register_cli(app: Flask) -> None:
+    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli):
+        app.cli.add_command(group)

@@ -1,0 +1,57 @@
+"""Configuration defaults, read from the environment; secrets are never stored in the repository."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+def _secret_key(instance_path: Path) -> str:
+    """SECRET_KEY from the environment, else one generated once and kept in instance/secret_key.
+
+    Several gunicorn workers must share the key (sessions and CSRF tokens are signed with it),
+    so it is written to disk atomically by whichever process comes first.
+    """
+    if key := os.environ.get("SECRET_KEY"):
+        return key
+    path = instance_path / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    instance_path.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another worker won the race
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def default_config(instance_path: Path) -> dict[str, object]:
+    """The settings every app starts from; `create_app(config)` and instance/config.py override."""
+    database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{instance_path / 'telephony.db'}"
+    https = os.environ.get("HTTPS", "").lower() in {"1", "true", "yes"}
+    return {
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+        "REPORT_TIMEZONE": os.environ.get("REPORT_TIMEZONE", "UTC"),
+        "RATELIMIT_STORAGE_URI": os.environ.get("RATELIMIT_STORAGE_URI", "memory://"),
+        "RATELIMIT_HEADERS_ENABLED": True,
+        "API_RATE_LIMIT": os.environ.get("API_RATE_LIMIT", "600 per minute"),
+        "MAX_CONTENT_LENGTH": MIB,
+        "WTF_CSRF_TIME_LIMIT": None,  # valid for the session's life; sessions end on sign-out
+        "WTF_CSRF_SSL_STRICT": https,
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_SECURE": https,
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "REMEMBER_COOKIE_SECURE": https,
+        "PREFERRED_URL_SCHEME": "https" if https else "http",
+        "HTTPS": https,
+        "JSON_SORT_KEYS": False,
+    }

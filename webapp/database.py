@@ -1,0 +1,67 @@
+"""Engine tuning and the write-transaction helper shared by every service.
+
+SQLite: WAL lets readers proceed while one writer writes, and the busy timeout makes a second
+writer wait instead of failing. A write transaction is opened with BEGIN IMMEDIATE because a
+deferred transaction that first reads and then writes cannot wait for the lock (SQLite answers
+"database is locked" at once to avoid a deadlock). PostgreSQL needs none of this; services lock
+the rows they change with SELECT ... FOR UPDATE, which SQLite simply omits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from .extensions import db
+
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+
+def configure_engine(engine: Engine) -> None:
+    """Install the SQLite pragmas and transaction handling; a no-op on other databases."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised on connect
+        # Let SQLAlchemy's "begin" event issue BEGIN itself instead of pysqlite's guesswork.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):
+        write = connection.get_execution_options().get("write_lock", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def utcnow() -> datetime:
+    """Now, as the naive UTC datetime every timestamp column stores."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@contextmanager
+def write_transaction() -> Iterator[Session]:
+    """One all-or-nothing write: commits on success, rolls everything back on any exception.
+
+    Any read transaction still open (loading the signed-in account, say) is ended first, so the
+    write starts on a fresh snapshot and, on SQLite, holds the write lock from its first statement.
+    """
+    session = db.session()  # the request's Session behind the scoped proxy
+    if session.in_transaction():
+        session.commit()
+    session.connection(execution_options={"write_lock": True})
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise

@@ -1,0 +1,208 @@
+"""Demo data: companies, one account per role, a few hundred DDIs and phone users, and three
+months of history with moves and deletions, so the reports have something real to show.
+
+Deterministic (a fixed random seed, relative to the current month) and idempotent: a second run
+loads nothing and only reprints the sign-in accounts, whose generated passwords are kept in
+instance/demo-accounts.txt (git-ignored, mode 0600).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from flask import current_app
+from sqlalchemy import insert, select
+
+from .access import Principal
+from .database import utcnow, write_transaction
+from .models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
+from .services import accounts, audit
+
+COMPANIES = [
+    ("acme", "Acme Telecom Ltd", 110),
+    ("globex", "Globex Corporation", 80),
+    ("initech", "Initech", 50),
+    ("umbrella", "Umbrella Health", 35),
+    ("hooli", "Hooli", 25),
+]
+ACCOUNTS = [
+    ("admin", "System-Admin", {"system_admin": True}),
+    ("acme-admin", "Company-Admin of acme", {"admin_of": ["acme"]}),
+    ("globex-admin", "Company-Admin of globex, initech", {"admin_of": ["globex", "initech"]}),
+    ("billing", "Billing Call-Summary (every company)", {"billing_summary": True}),
+    ("reporting", "Billing/Call Reporting for acme, globex", {"reporting_for": ["acme", "globex"]}),
+]
+FIRST = ["ana", "ben", "chloe", "dev", "eva", "finn", "gus", "hana", "ivan", "jade", "kai", "lena"]
+LAST = ["smith", "jones", "patel", "garcia", "kim", "novak", "silva", "okafor", "berg", "rossi"]
+
+
+@dataclass
+class Timeline:
+    """One record's life: intervals of (company, start, end) and where it stands now."""
+
+    intervals: list[tuple[str, datetime, datetime | None]] = field(default_factory=list)
+
+
+def _life(rng: random.Random, company: str, start: datetime, now: datetime) -> Timeline:
+    span = (now - start).total_seconds()
+    life = Timeline()
+    at = start + timedelta(seconds=rng.uniform(0, span * 0.6))
+    current = company
+    while True:
+        roll = rng.random()
+        if roll < 0.12:  # moves to another company later on
+            end = at + timedelta(seconds=rng.uniform(3600, max(3601, (now - at).total_seconds())))
+            if end >= now:
+                break
+            life.intervals.append((current, at, end))
+            current = rng.choice([c for c, _, _ in COMPANIES if c != current])
+            at = end
+        elif roll < 0.22:  # deleted; sometimes re-created a while after
+            end = at + timedelta(seconds=rng.uniform(600, max(601, (now - at).total_seconds())))
+            if end >= now:
+                break
+            life.intervals.append((current, at, end))
+            if rng.random() < 0.4:
+                at = end + timedelta(days=rng.uniform(1, 10))
+                if at >= now:
+                    return life
+                continue
+            return life
+        else:
+            break
+    life.intervals.append((current, at, None))
+    return life
+
+
+def _months_back(now: datetime, months: int) -> datetime:
+    year, month = now.year, now.month - months
+    while month < 1:
+        month += 12
+        year -= 1
+    return datetime(year, month, 1)
+
+
+def _accounts_file() -> Path:
+    return Path(current_app.instance_path) / "demo-accounts.txt"
+
+
+def _write_logins(lines: list[str]) -> None:
+    path = _accounts_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def _read_logins() -> list[str]:
+    try:
+        return _accounts_file().read_text().splitlines()
+    except FileNotFoundError:
+        return ["(the demo passwords were shown when the demo data was loaded)"]
+
+
+def seed(principal: Principal) -> tuple[bool, list[str]]:
+    """Load the demo data once. Returns (loaded now?, sign-in lines to print)."""
+    from .extensions import db
+
+    if db.session.scalar(select(AuditEntry.id).where(AuditEntry.action == "demo.seed").limit(1)):
+        return False, _read_logins()
+    if db.session.get(Company, COMPANIES[0][0]) is None:
+        _load_records(principal)
+    # Each step skips what exists, so a run cut short half-way can simply be run again.
+    existing = set(db.session.scalars(select(Account.username)))
+    lines = []
+    for username, role, grants in ACCOUNTS:
+        if username in existing:
+            continue
+        new = accounts.create(principal, username, **grants)
+        lines.append(f"{username:<13} {new.password}   {role}")
+    if lines:
+        _write_logins(lines)
+    with write_transaction() as session:
+        audit.record(session, [audit.entry(principal, "demo.seed", "demo data")])
+    return True, lines or _read_logins()
+
+
+def _load_records(principal: Principal) -> None:
+    rng = random.Random(20260101)
+    now = utcnow().replace(microsecond=0)
+    start = _months_back(now, 3)
+    with write_transaction() as session:
+        session.execute(insert(Company), [{"id": c, "name": n} for c, n, _ in COMPANIES])
+        history: list[dict] = []
+        ddis: list[dict] = []
+        users: list[dict] = []
+        serial = 0
+        for company, _, size in COMPANIES:
+            for _ in range(size):
+                serial += 1
+                dialcode = rng.choice(["44", "44", "44", "33", "49"])
+                number = f"20{7000000 + serial * 37:08d}"
+                life = _life(rng, company, start, now)
+                key = f"{dialcode}:{number}"
+                history += [
+                    {
+                        "kind": "ddi",
+                        "company": c,
+                        "key": key,
+                        "start_at": s,
+                        "end_at": e,
+                        "source": "demo",
+                    }
+                    for c, s, e in life.intervals
+                ]
+                last_company, _, last_end = life.intervals[-1]
+                if last_end is None:
+                    ddis.append(
+                        {
+                            "dialcode": dialcode,
+                            "number": number,
+                            "virt_exten": str(rng.randint(100, 9999)),
+                            "company": last_company,
+                        }
+                    )
+            taken: set[str] = set()
+            for i in range(int(size * 0.8)):
+                username = f"{rng.choice(FIRST)}.{rng.choice(LAST)}{i}"
+                if username in taken:
+                    continue
+                taken.add(username)
+                # Phone users stay in their company: moving one is rare in practice.
+                life = _life(rng, company, start, now)
+                history += [
+                    {
+                        "kind": "user",
+                        "company": company,
+                        "key": username,
+                        "start_at": s,
+                        "end_at": e,
+                        "source": "demo",
+                    }
+                    for _, s, e in life.intervals
+                ]
+                if life.intervals[-1][2] is None:
+                    users.append(
+                        {"company": company, "username": username, "virt_exten": str(200 + i)}
+                    )
+        session.execute(insert(Ddi), ddis)
+        session.execute(insert(PhoneUser), users)
+        session.execute(insert(HistoryInterval), history)
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "demo.load",
+                    "demo data",
+                    detail=(
+                        f"{len(COMPANIES)} companies, {len(ddis)} DDIs, {len(users)} phone users,"
+                        f" {len(history)} history intervals since {start:%Y-%m-%d}"
+                    ),
+                )
+            ],
+        )

@@ -1,0 +1,168 @@
+"""Typed SQLAlchemy 2.0 models. Every timestamp is a naive UTC datetime (see database.utcnow)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask_login import UserMixin
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .database import utcnow
+from .extensions import db
+
+COMPANY_ID = String(64)
+
+
+class Company(db.Model):
+    __tablename__ = "companies"
+
+    id: Mapped[str] = mapped_column(COMPANY_ID, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+account_admin_companies = Table(
+    "account_admin_companies",
+    db.metadata,
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True),
+    Column("company_id", ForeignKey("companies.id", ondelete="CASCADE"), primary_key=True),
+)
+
+account_reporting_companies = Table(
+    "account_reporting_companies",
+    db.metadata,
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True),
+    Column("company_id", ForeignKey("companies.id", ondelete="CASCADE"), primary_key=True),
+)
+
+
+class Account(UserMixin, db.Model):
+    """A sign-in account of this application (not a phone user) and its grants."""
+
+    __tablename__ = "accounts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(256))
+    system_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    billing_summary: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Bumped on disable and password change: sessions carry it, so old ones stop working at once.
+    session_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    admin_of: Mapped[list[Company]] = relationship(
+        secondary=account_admin_companies, order_by=Company.id
+    )
+    reporting_for: Mapped[list[Company]] = relationship(
+        secondary=account_reporting_companies, order_by=Company.id
+    )
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="account")
+
+    @property
+    def is_active(self) -> bool:  # flask-login refuses inactive accounts
+        return self.active
+
+    def get_id(self) -> str:
+        return f"{self.id}:{self.session_epoch}"
+
+
+class ApiToken(db.Model):
+    """An API token; only its SHA-256 is stored (tokens are random, so a slow hash adds nothing)."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    label: Mapped[str] = mapped_column(String(100), default="")
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(12))  # shown in lists so a token can be recognised
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    account: Mapped[Account] = relationship(back_populates="tokens")
+
+
+class Ddi(db.Model):
+    __tablename__ = "ddis"
+    __table_args__ = (
+        UniqueConstraint("dialcode", "number", name="uq_ddis_dialcode_number"),
+        Index("ix_ddis_company_dialcode_number", "company", "dialcode", "number"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dialcode: Mapped[str] = mapped_column(String(7))
+    number: Mapped[str] = mapped_column(String(15))
+    virt_exten: Mapped[str] = mapped_column(String(10))
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
+
+
+class PhoneUser(db.Model):
+    """A company's telephony user, billed per day; not a sign-in account."""
+
+    __tablename__ = "phone_users"
+    __table_args__ = (
+        UniqueConstraint("company", "username", name="uq_phone_users_company_username"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
+    username: Mapped[str] = mapped_column(String(64))
+    virt_exten: Mapped[str] = mapped_column(String(10))
+
+
+class HistoryInterval(db.Model):
+    """A record's membership of a company over [start_at, end_at); end_at is NULL while active.
+
+    kind is 'ddi' (key 'dialcode:number') or 'user' (key username, unique within company).
+    Reports read only this table.
+    """
+
+    __tablename__ = "history_intervals"
+    __table_args__ = (
+        # Closing a key's open interval, and overlap checks on import.
+        Index("ix_history_kind_key_start", "kind", "key", "start_at"),
+        # Reports: the intervals of a kind that touch a period.
+        Index("ix_history_kind_start", "kind", "start_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
+    key: Mapped[str] = mapped_column(String(80))
+    start_at: Mapped[datetime] = mapped_column(DateTime)
+    end_at: Mapped[datetime | None] = mapped_column(DateTime)
+    source: Mapped[str] = mapped_column(String(16), default="live")  # live | import | demo
+
+
+class AuditEntry(db.Model):
+    """Who did what, when, with the record before and after; written with the change itself."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_at", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    actor: Mapped[str] = mapped_column(String(80))
+    via: Mapped[str] = mapped_column(String(8))  # api | ui | cli
+    action: Mapped[str] = mapped_column(String(40))
+    target: Mapped[str] = mapped_column(String(200))
+    company: Mapped[str | None] = mapped_column(String(64), index=True)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    detail: Mapped[str | None] = mapped_column(Text)

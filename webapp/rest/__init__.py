@@ -1,0 +1,13 @@
+"""The JSON API under /rest/: parse the body, call a service, wrap the answer."""
+
+from flask import Blueprint, current_app
+
+from ..auth import rate_limit_key
+from ..extensions import csrf, limiter
+
+bp = Blueprint("rest", __name__, url_prefix="/rest")
+# CSRF applies only to cookie-authenticated writes; auth.api_principal checks it there.
+csrf.exempt(bp)
+limiter.limit(lambda: current_app.config["API_RATE_LIMIT"], key_func=rate_limit_key)(bp)
+
+from . import errors, meta, ops  # noqa: E402,F401  (routes register on import)

@@ -1,0 +1,110 @@
+"""POST /rest/ops/{create,read,update,link,delete}/ for `type` ddi and user."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import jsonify, request
+from werkzeug.exceptions import UnsupportedMediaType
+
+from ..access import Principal
+from ..auth import api_principal
+from ..services import ddis, phone_users
+from ..services.errors import Invalid, ServiceError
+from . import bp
+
+SERVICES = {"ddi": ddis, "user": phone_users}
+
+# Top-level fields each operation accepts; anything else is an unknown field.
+TOP_LEVEL = {
+    "create": ("type", "values"),
+    "read": ("type", "scope", "limit", "offset"),
+    "update": ("type", "scope", "values"),
+    "link": ("type", "scope", "values"),
+    "delete": ("type", "scope"),
+}
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    code = "unauthorized"
+
+
+def require_principal() -> Principal:
+    principal = api_principal()
+    if principal is None:
+        raise Unauthorized("Credentials are missing or not valid.")
+    return principal
+
+
+def json_body() -> dict[str, Any]:
+    """The request body as a JSON object, or the matching 415/413/400."""
+    if not request.is_json:
+        raise UnsupportedMediaType()
+    raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8, huge ints, deep nesting
+        raise Invalid("The body is not valid JSON.") from exc
+    if not isinstance(body, dict):
+        raise Invalid("The body must be a JSON object.")
+    return body
+
+
+def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str:
+    """Check the top-level fields and return the `type`."""
+    unknown = {k: "unknown field" for k in body if k not in TOP_LEVEL[op]}
+    if unknown:
+        raise Invalid(f"Field '{next(iter(unknown))}' is not known here.", unknown)
+    kind = body.get("type")
+    if kind is None:
+        raise Invalid("Field 'type' is required.", {"type": "required"})
+    if kind not in types:
+        raise Invalid(
+            f"Field 'type' must be {' or '.join(repr(t) for t in types)} here.",
+            {"type": f"must be one of {', '.join(types)}"},
+        )
+    return kind
+
+
+def _op(op: str, types: tuple[str, ...] = ("ddi", "user")):
+    principal = require_principal()
+    body = json_body()
+    service = SERVICES[parse_envelope(op, body, types)]
+    return principal, body, service
+
+
+@bp.post("/ops/create/")
+def create():
+    principal, body, service = _op("create")
+    return _success(numrows=service.create(principal, body.get("values")))
+
+
+@bp.post("/ops/read/")
+def read():
+    principal, body, service = _op("read")
+    page = service.read(principal, body.get("scope"), body.get("limit"), body.get("offset"))
+    return _success(values=page.rows, numrows=len(page.rows), total=page.total)
+
+
+@bp.post("/ops/update/")
+def update():
+    principal, body, service = _op("update")
+    return _success(numrows=service.update(principal, body.get("scope"), body.get("values")))
+
+
+@bp.post("/ops/link/")
+def link():
+    principal, body, _ = _op("link", types=("ddi",))
+    return _success(numrows=ddis.link(principal, body.get("scope"), body.get("values")))
+
+
+@bp.post("/ops/delete/")
+def delete():
+    principal, body, service = _op("delete")
+    return _success(numrows=service.delete(principal, body.get("scope")))
+
+
+def _success(**fields: Any):
+    return jsonify({"result": "success", **fields})

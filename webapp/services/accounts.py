@@ -1,0 +1,255 @@
+"""Sign-in accounts, their grants, passwords and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from ..access import Principal
+from ..database import utcnow, write_transaction
+from ..extensions import db
+from ..models import Account, ApiToken, Company
+from . import audit
+from .errors import Conflict, Forbidden, Invalid, NotFound
+from .fields import check_format
+
+MIN_PASSWORD = 10
+MAX_PASSWORD = 512
+TOKEN_PREFIX = "tad_"  # noqa: S105 - a marker, not a secret
+# Recording every use would turn each API read into a write; a minute's precision is enough.
+LAST_USED_PRECISION = timedelta(minutes=1)
+# Compared against when the username is unknown, so both failures take the same time.
+_DUMMY_HASH = generate_password_hash("not a real password")
+
+
+@dataclass(frozen=True)
+class NewAccount:
+    account: Account
+    password: str | None  # set when the password was generated, to show it once
+
+
+def _check_password(password: object) -> str:
+    if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise Invalid(
+            f"A password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters.",
+            {"password": f"{MIN_PASSWORD} to {MAX_PASSWORD} characters"},
+        )
+    return password
+
+
+def _companies(session, ids: Iterable[str], field: str) -> list[Company]:
+    wanted = sorted(set(ids))
+    found = list(session.scalars(select(Company).where(Company.id.in_(wanted))))
+    missing = sorted(set(wanted) - {c.id for c in found})
+    if missing:
+        raise Invalid(f"Company '{missing[0]}' does not exist.", {field: "unknown company"})
+    return found
+
+
+def grants_of(account: Account) -> dict[str, object]:
+    return {
+        "system_admin": account.system_admin,
+        "admin_of": sorted(c.id for c in account.admin_of),
+        "billing_summary": account.billing_summary,
+        "reporting_for": sorted(c.id for c in account.reporting_for),
+        "active": account.active,
+    }
+
+
+def create(
+    principal: Principal,
+    username: object,
+    password: str | None = None,
+    *,
+    system_admin: bool = False,
+    admin_of: Iterable[str] = (),
+    billing_summary: bool = False,
+    reporting_for: Iterable[str] = (),
+) -> NewAccount:
+    """Add an account with the given grants (System-Admin). Without a password one is generated
+    and returned once; only its hash is stored. Conflict if the username is taken. Audited."""
+    principal.require_system_admin("create accounts")
+    if (why := check_format("username", username)) is not None:
+        raise Invalid(f"Username {why}.", {"username": why})
+    generated = password is None
+    password = secrets.token_urlsafe(15) if generated else _check_password(password)
+    with write_transaction() as session:
+        account = Account(
+            username=username,
+            password_hash=generate_password_hash(password),
+            system_admin=system_admin,
+            billing_summary=billing_summary,
+            active=True,
+            session_epoch=0,
+            admin_of=_companies(session, admin_of, "admin_of"),
+            reporting_for=_companies(session, reporting_for, "reporting_for"),
+        )
+        session.add(account)
+        try:
+            session.flush()
+        except IntegrityError as exc:
+            raise Conflict(f"Account '{username}' already exists.") from exc
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "account.create",
+                    f"account {username}",
+                    after={"username": username, **grants_of(account)},
+                )
+            ],
+        )
+    return NewAccount(account=account, password=password if generated else None)
+
+
+def _get_for_update(session, username: str) -> Account:
+    account = session.scalars(
+        select(Account).where(Account.username == username).with_for_update()
+    ).one_or_none()
+    if account is None:
+        raise NotFound(f"No account '{username}'.")
+    return account
+
+
+def disable(principal: Principal, username: str) -> None:
+    """Stop an account at once: its sessions and tokens are refused from the next request on."""
+    principal.require_system_admin("disable accounts")
+    with write_transaction() as session:
+        account = _get_for_update(session, username)
+        before = grants_of(account)
+        account.active = False
+        account.session_epoch += 1
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "account.disable",
+                    f"account {username}",
+                    before=before,
+                    after=grants_of(account),
+                )
+            ],
+        )
+
+
+def set_password(principal: Principal, username: str, password: str) -> None:
+    """Replace an account's password (System-Admin, or the account itself) and end its sessions."""
+    if not (principal.system_admin or principal.username == username):
+        raise Forbidden("Only a System-Admin may change another account's password.")
+    password = _check_password(password)
+    with write_transaction() as session:
+        account = _get_for_update(session, username)
+        account.password_hash = generate_password_hash(password)
+        account.session_epoch += 1
+        audit.record(session, [audit.entry(principal, "account.password", f"account {username}")])
+
+
+def authenticate_password(username: str, password: str) -> Account | None:
+    """The active account with these credentials, or None; the same cost either way."""
+    account = db.session.scalars(select(Account).where(Account.username == username)).first()
+    if account is None:
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    if not check_password_hash(account.password_hash, password) or not account.active:
+        return None
+    return account
+
+
+def session_account(session_id: str) -> Account | None:
+    """The account a session cookie names, if it is active and its epoch is current."""
+    account_id, _, epoch = session_id.partition(":")
+    if not (account_id.isdigit() and epoch.isdigit()):
+        return None
+    account = db.session.get(Account, int(account_id))
+    if account is None or not account.active or account.session_epoch != int(epoch):
+        return None
+    return account
+
+
+def _hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def create_token(principal: Principal, username: str, label: str = "") -> str:
+    """Create an API token for `username` (System-Admin, or the account itself) and return it;
+    it is shown this once, and only its SHA-256 is kept. Audited."""
+    if not (principal.system_admin or principal.username == username):
+        raise Forbidden("Only a System-Admin may create tokens for another account.")
+    if not isinstance(label, str) or len(label) > 100:
+        raise Invalid(
+            "A token label is at most 100 characters.", {"label": "at most 100 characters"}
+        )
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with write_transaction() as session:
+        account = _get_for_update(session, username)
+        if not account.active:
+            raise Invalid(f"Account '{username}' is disabled.", {"username": "disabled"})
+        token = ApiToken(account=account, label=label, token_hash=_hash_token(raw), prefix=raw[:10])
+        session.add(token)
+        session.flush()
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "token.create",
+                    f"account {username}",
+                    after={"token_id": token.id, "label": label, "prefix": token.prefix},
+                )
+            ],
+        )
+    return raw
+
+
+def revoke_token(principal: Principal, token_id: int) -> None:
+    """Revoke a token (System-Admin, or its owner); refused from the next request on."""
+    with write_transaction() as session:
+        token = session.get(ApiToken, token_id, with_for_update=True)
+        if token is None or not (
+            principal.system_admin or token.account_id == principal.account_id
+        ):
+            raise NotFound("No such token.")
+        if token.revoked_at is None:
+            token.revoked_at = utcnow()
+            audit.record(
+                session,
+                [
+                    audit.entry(
+                        principal,
+                        "token.revoke",
+                        f"account {token.account.username}",
+                        before={"token_id": token.id, "label": token.label},
+                    )
+                ],
+            )
+
+
+def authenticate_token(raw: str) -> Account | None:
+    """The active account owning this unrevoked token, or None. Records the use (to the minute)."""
+    if not raw.startswith(TOKEN_PREFIX) or len(raw) > 100:
+        return None
+    digest = _hash_token(raw)
+    token = db.session.scalars(select(ApiToken).where(ApiToken.token_hash == digest)).first()
+    if token is None or token.revoked_at is not None or not token.account.active:
+        return None
+    if not hmac.compare_digest(token.token_hash, digest):  # pragma: no cover - defence in depth
+        return None
+    now = utcnow()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
+        token_id, account_id = token.id, token.account_id
+        with write_transaction() as session:
+            session.execute(
+                update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now)
+            )
+        return db.session.get(Account, account_id)
+    return token.account

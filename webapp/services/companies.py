@@ -1,0 +1,89 @@
+"""Companies: the identifier every DDI, phone user, grant and report refers to."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from ..access import Principal
+from ..database import write_transaction
+from ..extensions import db
+from ..models import Company
+from . import audit
+from .errors import Conflict, Invalid, NotFound
+from .fields import check_format
+
+MAX_NAME = 200
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise Invalid("A company needs a name.", {"name": "required"})
+    name = name.strip()
+    if len(name) > MAX_NAME or any(ord(ch) < 32 for ch in name):
+        raise Invalid(
+            "A company name is at most 200 printable characters.",
+            {"name": "at most 200 printable characters"},
+        )
+    return name
+
+
+def create(principal: Principal, company_id: object, name: object) -> Company:
+    """Add a company (System-Admin); Conflict if the identifier is taken. Audited."""
+    principal.require_system_admin("create companies")
+    if (why := check_format("company", company_id)) is not None:
+        raise Invalid(f"Company identifier {why}.", {"id": why})
+    name = _check_name(name)
+    with write_transaction() as session:
+        company = Company(id=company_id, name=name)
+        session.add(company)
+        try:
+            session.flush()
+        except IntegrityError as exc:
+            raise Conflict(f"Company '{company_id}' already exists.") from exc
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "company.create",
+                    f"company {company_id}",
+                    company=company_id,
+                    after={"id": company_id, "name": name},
+                )
+            ],
+        )
+    return company
+
+
+def rename(principal: Principal, company_id: str, name: object) -> None:
+    """Change a company's display name (System-Admin); its identifier never changes. Audited."""
+    principal.require_system_admin("rename companies")
+    name = _check_name(name)
+    with write_transaction() as session:
+        company = session.get(Company, company_id, with_for_update=True)
+        if company is None:
+            raise NotFound("No such company.")
+        before = {"id": company.id, "name": company.name}
+        company.name = name
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "company.rename",
+                    f"company {company_id}",
+                    company=company_id,
+                    before=before,
+                    after={"id": company.id, "name": name},
+                )
+            ],
+        )
+
+
+def visible(principal: Principal) -> list[Company]:
+    """Companies the principal administers or may report on (all for a System-Admin), by id."""
+    query = select(Company).order_by(Company.id)
+    if not (principal.system_admin or principal.billing_summary):
+        query = query.where(Company.id.in_(sorted(principal.admin_of | principal.reporting_for)))
+    return list(db.session.scalars(query))

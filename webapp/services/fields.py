@@ -1,0 +1,97 @@
+"""Field formats and request shapes (decisions.md §4), checked once for the API and the pages.
+
+Every value must already be a string: a JSON number is refused, never converted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import Invalid
+
+# fullmatch + explicit [0-9]: `\d` would admit other scripts' digits and `$` a trailing newline.
+FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
+    "dialcode": (re.compile(r"[0-9]{1,7}"), "must be 1 to 7 digits"),
+    "number": (re.compile(r"[0-9]{1,15}"), "must be 1 to 15 digits"),
+    "virt_exten": (re.compile(r"[0-9]{1,10}"), "must be 1 to 10 digits"),
+    "company": (re.compile(r"[a-z0-9._-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ -"),
+    "username": (re.compile(r"[a-z0-9._@-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ - @"),
+}
+MAX_DDI_DIGITS = 17
+
+
+def check_format(field: str, value: Any) -> str | None:
+    """Why `value` is not a valid `field`, or None when it is."""
+    if not isinstance(value, str):
+        return "must be a string"
+    pattern, why = FORMATS[field]
+    return None if pattern.fullmatch(value) else why
+
+
+@dataclass(frozen=True)
+class Part:
+    """One object of a request (`scope` or `values`): which fields it may and must hold."""
+
+    allowed: tuple[str, ...]
+    required: tuple[str, ...] = ()
+    not_editable: tuple[str, ...] = ()  # named in the error as "field not editable"
+    at_least_one: bool = False
+
+
+def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, str]:
+    """Validate one request object against `part`; return its fields or raise Invalid.
+
+    `name` is the object's place in the request (for the message); `prefix` goes before field
+    names in `fields` (batch rows use 'values[3].').
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise Invalid(
+            f"'{name}' must be an object.", {prefix + name if prefix else name: "must be an object"}
+        )
+    problems: dict[str, str] = {}
+    for key, value in data.items():
+        if key in part.not_editable:
+            problems[prefix + key] = "field not editable"
+        elif key not in part.allowed:
+            problems[prefix + key] = "unknown field"
+        elif (why := check_format(key, value)) is not None:
+            problems[prefix + key] = why
+    for key in part.required:
+        if key not in data:
+            problems[prefix + key] = "required"
+    if part.at_least_one and not problems and not any(k in data for k in part.allowed):
+        problems[prefix + name] = f"must hold at least one of {', '.join(part.allowed)}"
+    if (
+        not problems
+        and "dialcode" in data
+        and "number" in data
+        and len(data["dialcode"]) + len(data["number"]) > MAX_DDI_DIGITS
+    ):
+        problems[prefix + "number"] = "dialcode and number together must be at most 17 digits"
+    if problems:
+        raise Invalid(_message(problems), problems)
+    return dict(data)
+
+
+def _message(problems: dict[str, str]) -> str:
+    field, why = next(iter(problems.items()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"Field '{field}' {why}{more}."
+
+
+def parse_int(value: Any, name: str, low: int, high: int, default: int) -> int:
+    """A JSON integer within [low, high]; booleans and numbers in strings are refused."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"'{name}' must be an integer.", {name: "must be an integer"})
+    if not low <= value <= high:
+        raise Invalid(
+            f"'{name}' must be between {low} and {high}.", {name: f"must be {low} to {high}"}
+        )
+    return value

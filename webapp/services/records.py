@@ -1,0 +1,295 @@
+"""Create, read, update and delete for DDIs and phone users, under one set of rules.
+
+A `Kind` describes what differs between the two (model, key fields, who may create); everything
+else (validation, authorization, history, audit, conflicts) is written once here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..access import Principal
+from ..database import utcnow, write_transaction
+from ..extensions import db
+from ..models import Company
+from . import audit, history
+from .errors import Conflict, Invalid
+from .fields import Part, parse_int, parse_part
+
+MAX_BATCH = 1000
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 10_000
+MAX_OFFSET = 2**31 - 1
+EDITABLE = ("virt_exten", "company")
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # the request's `type`, and the history/audit kind
+    label: str  # for messages: "DDI", "phone user"
+    model: type
+    fields: tuple[str, ...]  # in answer order
+    order: tuple[str, ...]  # read order
+    keys: tuple[str, ...]  # fields fixed at creation
+    history_key: Callable[[Any], str]
+    company_admin_creates: bool  # may a Company-Admin create and delete these?
+    global_key: bool  # unique across companies (DDIs) or only within one (phone users)
+    conflict_message: str
+
+    def as_dict(self, row: Any) -> dict[str, str]:
+        return {f: getattr(row, f) for f in self.fields}
+
+    def member(self, row: Any) -> tuple[str, str]:
+        return (row.company, self.history_key(row))
+
+    def target(self, row: Any) -> str:
+        """How the audit log names the record: 'ddi 44:2071234567', 'user acme/ana.kim'."""
+        key = self.history_key(row)
+        return f"{self.name} {key}" if self.global_key else f"{self.name} {row.company}/{key}"
+
+    @property
+    def create_part(self) -> Part:
+        return Part(allowed=self.fields, required=self.fields)
+
+    @property
+    def scope_part(self) -> Part:
+        return Part(allowed=self.fields)
+
+    @property
+    def scoped_write_part(self) -> Part:
+        return Part(allowed=self.fields, required=("company",))
+
+    @property
+    def update_part(self) -> Part:
+        return Part(allowed=EDITABLE, not_editable=self.keys, at_least_one=True)
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[dict[str, str]]
+    total: int
+
+
+def _require_create_delete(principal: Principal, kind: Kind, verb: str) -> None:
+    if kind.company_admin_creates:
+        principal.require_admin()
+    else:
+        principal.require_system_admin(f"{verb} {kind.label}s")
+
+
+def require_companies_exist(session: Session, companies: Iterable[str], field: str = "company"):
+    """400 with fields.company naming the first company that does not exist."""
+    wanted = set(companies)
+    found = set(session.scalars(select(Company.id).where(Company.id.in_(wanted))))
+    missing = sorted(wanted - found)
+    if missing:
+        raise Invalid(f"Company '{missing[0]}' does not exist.", {field: "unknown company"})
+
+
+def _filters(kind: Kind, scope: dict[str, str]) -> list:
+    return [getattr(kind.model, f) == v for f, v in scope.items()]
+
+
+def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
+    if isinstance(values, list):
+        if not values:
+            raise Invalid("'values' must hold at least one row.", {"values": "empty"})
+        if len(values) > MAX_BATCH:
+            raise Invalid(
+                f"A batch holds at most {MAX_BATCH} rows.", {"values": f"at most {MAX_BATCH} rows"}
+            )
+        return [
+            parse_part(kind.create_part, v, "values", prefix=f"values[{i}].")
+            for i, v in enumerate(values)
+        ]
+    if values is None:
+        raise Invalid("'values' is required.", {"values": "required"})
+    return [parse_part(kind.create_part, values, "values")]
+
+
+def create(principal: Principal, kind: Kind, values: Any) -> int:
+    """Create one row or a batch of up to 1,000, all or nothing; return how many were created.
+
+    Guarantees: each row opens a history interval and writes an audit entry in the same
+    transaction; a duplicate key (in the batch or already stored, even by a racing request)
+    raises Conflict and nothing is written.
+    """
+    _require_create_delete(principal, kind, "create")
+    rows = _parse_rows(kind, values)
+    principal.require_admin_of(r["company"] for r in rows)
+    with write_transaction() as session:
+        require_companies_exist(session, {r["company"] for r in rows})
+        now = utcnow()
+        try:
+            session.execute(kind.model.__table__.insert(), rows)
+        except IntegrityError as exc:
+            raise Conflict(kind.conflict_message) from exc
+        members = [(r["company"], kind.history_key(_Row(r))) for r in rows]
+        history.open_intervals(session, kind.name, members, now)
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    f"{kind.name}.create",
+                    kind.target(_Row(r)),
+                    company=r["company"],
+                    after=r,
+                    at=now,
+                )
+                for r in rows
+            ],
+        )
+    return len(rows)
+
+
+class _Row:
+    """Attribute access over a plain dict, so Kind helpers work before a row is stored."""
+
+    def __init__(self, data: dict[str, str]):
+        self.__dict__.update(data)
+
+
+def read(
+    principal: Principal, kind: Kind, scope: Any, limit: Any = None, offset: Any = None
+) -> Page:
+    """Rows matching every scope field exactly, sorted by key, restricted silently to the
+    companies the principal administers; `total` counts all matches, `rows` one page."""
+    principal.require_admin()
+    filters = _filters(kind, parse_part(kind.scope_part, scope, "scope"))
+    limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
+    offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
+    visible = principal.admin_scope()
+    if visible is not None:
+        filters.append(kind.model.company.in_(sorted(visible)))
+    session = db.session
+    total = session.scalar(select(func.count()).select_from(kind.model).where(*filters)) or 0
+    order = [getattr(kind.model, f) for f in kind.order]
+    query = select(kind.model).where(*filters).order_by(*order).limit(limit).offset(offset)
+    rows = [kind.as_dict(r) for r in session.scalars(query)]
+    return Page(rows=rows, total=total)
+
+
+def apply_changes(
+    session: Session,
+    principal: Principal,
+    kind: Kind,
+    rows: Sequence[Any],
+    values: dict[str, str],
+    action: str,
+) -> int:
+    """Set `values` on `rows`; move history for company changes; audit; return rows changed."""
+    now = utcnow()
+    moved_from: list[tuple[str, str]] = []
+    moved_to: list[tuple[str, str]] = []
+    entries = []
+    changed = 0
+    for row in rows:
+        before = kind.as_dict(row)
+        diff = {f: v for f, v in values.items() if getattr(row, f) != v}
+        if not diff:
+            continue
+        changed += 1
+        if "company" in diff:
+            moved_from.append(kind.member(row))
+        for field, value in diff.items():
+            setattr(row, field, value)
+        if "company" in diff:
+            moved_to.append(kind.member(row))
+        entries.append(
+            audit.entry(
+                principal,
+                f"{kind.name}.{action}",
+                kind.target(row),
+                company=row.company,
+                before=before,
+                after=kind.as_dict(row),
+                at=now,
+            )
+        )
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(kind.conflict_message) from exc
+    history.close_intervals(session, kind.name, moved_from, now)
+    history.open_intervals(session, kind.name, moved_to, now)
+    audit.record(session, entries)
+    return changed
+
+
+def update(principal: Principal, kind: Kind, scope: Any, values: Any) -> int:
+    """Set `virt_exten` and/or `company` on every row matching `scope` (whose company is
+    required); return the number of rows whose values actually changed.
+
+    Guarantees: both the scope company and a new company must be administered by the
+    principal (else Forbidden); a company change closes the old history interval and opens the
+    new one at the same instant; rows are locked for the transaction, so a racing delete or
+    update cannot interleave.
+    """
+    principal.require_admin()
+    scope = parse_part(kind.scoped_write_part, scope, "scope")
+    values = parse_part(kind.update_part, values, "values")
+    principal.require_admin_of(
+        [scope["company"], *([values["company"]] if "company" in values else [])]
+    )
+    with write_transaction() as session:
+        if "company" in values:
+            require_companies_exist(session, [values["company"]])
+        rows = session.scalars(
+            select(kind.model)
+            .where(*_filters(kind, scope))
+            .order_by(kind.model.id)
+            .with_for_update()
+        ).all()
+        return apply_changes(session, principal, kind, rows, values, "update")
+
+
+def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
+    """Delete every row matching `scope` (company required); return how many were deleted.
+
+    Guarantees: each deleted row's history interval ends now and an audit entry keeps the row
+    as it was; no match is not an error (0).
+    """
+    _require_create_delete(principal, kind, "delete")
+    scope = parse_part(kind.scoped_write_part, scope, "scope")
+    principal.require_admin_of([scope["company"]])
+    with write_transaction() as session:
+        rows = session.scalars(
+            select(kind.model)
+            .where(*_filters(kind, scope))
+            .order_by(kind.model.id)
+            .with_for_update()
+        ).all()
+        if not rows:
+            return 0
+        now = utcnow()
+        ids = [r.id for r in rows]
+        for i in range(0, len(ids), history.CHUNK):
+            session.execute(
+                delete(kind.model)
+                .where(kind.model.id.in_(ids[i : i + history.CHUNK]))
+                .execution_options(synchronize_session=False)
+            )
+        history.close_intervals(session, kind.name, [kind.member(r) for r in rows], now)
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    f"{kind.name}.delete",
+                    kind.target(r),
+                    company=r.company,
+                    before=kind.as_dict(r),
+                    at=now,
+                )
+                for r in rows
+            ],
+        )
+        session.expunge_all()
+        return len(rows)
