@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flask import g
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
@@ -64,6 +65,8 @@ def test_config(database_url, tmp_path_factory) -> dict:
         "SECRET_KEY": "test-secret-key-not-for-production",
         "SQLALCHEMY_DATABASE_URI": database_url,
         "RATELIMIT_STORAGE_URI": "memory://",
+        # scrypt costs 0.1 s a hash; the suite makes thousands of accounts.
+        "PASSWORD_HASH_METHOD": "pbkdf2:sha256:1000",
     }
 
 
@@ -86,9 +89,25 @@ def _empty_all_tables() -> None:
             conn.execute(table.delete())
 
 
+def _isolate_requests(app) -> None:
+    """Tests keep an app context pushed, and Flask reuses it for test-client requests, so `g`
+    (where flask-login caches the user) and the database session would outlive a request.
+    In production every request has its own context; make test requests behave the same."""
+
+    @app.before_request
+    def _fresh_request_state():
+        g.pop("_login_user", None)
+        db.session.remove()
+
+    @app.teardown_request
+    def _end_request_session(_exc):
+        db.session.remove()
+
+
 @pytest.fixture
 def app(migrated, test_config):
     app = create_app(dict(test_config))
+    _isolate_requests(app)
     with app.app_context():
         _empty_all_tables()
         yield app

@@ -31,6 +31,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = _secret_key(instance_path)
 
+    app.json.sort_keys = False  # answers keep the documented field order
+
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)

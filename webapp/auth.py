@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import g, request
+from flask import request
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError, validate_csrf
 from wtforms.validators import ValidationError
@@ -35,8 +35,6 @@ def api_principal() -> Principal | None:
     check is needed for it. A session cookie is accepted too, and then a write must carry the
     CSRF token in X-CSRFToken (CSRFError otherwise).
     """
-    if "principal" in g:
-        return g.principal
     token = bearer_token()
     principal = None
     if token is not None:
@@ -50,7 +48,6 @@ def api_principal() -> Principal | None:
             except ValidationError as exc:
                 raise CSRFError(str(exc)) from exc
         principal = Principal.from_account(current_user, via="api")
-    g.principal = principal
     return principal
 
 

@@ -53,5 +53,5 @@ def default_config(instance_path: Path) -> dict[str, object]:
         "REMEMBER_COOKIE_SECURE": https,
         "PREFERRED_URL_SCHEME": "https" if https else "http",
         "HTTPS": https,
-        "JSON_SORT_KEYS": False,
+        "PASSWORD_HASH_METHOD": "scrypt",
     }

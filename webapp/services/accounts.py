@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from werkzeug.security import check_password_hash, generate_password_hash
@@ -28,6 +29,11 @@ TOKEN_PREFIX = "tad_"  # noqa: S105 - a marker, not a secret
 LAST_USED_PRECISION = timedelta(minutes=1)
 # Compared against when the username is unknown, so both failures take the same time.
 _DUMMY_HASH = generate_password_hash("not a real password")
+
+
+def _hash_password(password: str) -> str:
+    # scrypt by default; the test suite configures a cheap method to stay fast.
+    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH_METHOD"])
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def create(
     with write_transaction() as session:
         account = Account(
             username=username,
-            password_hash=generate_password_hash(password),
+            password_hash=_hash_password(password),
             system_admin=system_admin,
             billing_summary=billing_summary,
             active=True,
@@ -149,7 +155,7 @@ def set_password(principal: Principal, username: str, password: str) -> None:
     password = _check_password(password)
     with write_transaction() as session:
         account = _get_for_update(session, username)
-        account.password_hash = generate_password_hash(password)
+        account.password_hash = _hash_password(password)
         account.session_epoch += 1
         audit.record(session, [audit.entry(principal, "account.password", f"account {username}")])
 

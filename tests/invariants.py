@@ -1,0 +1,49 @@
+"""Checks that must hold after any sequence of writes, racing or not."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import pairwise
+
+from sqlalchemy import select
+
+from webapp.extensions import db
+from webapp.models import Ddi, HistoryInterval, PhoneUser
+
+
+def assert_history_consistent() -> None:
+    """History agrees with the records: per key, intervals never overlap and are well-formed;
+    the open intervals are exactly the stored rows, in the right company."""
+    db.session.rollback()
+    by_key: dict[tuple[str, str], list[HistoryInterval]] = defaultdict(list)
+    for iv in db.session.scalars(select(HistoryInterval).order_by(HistoryInterval.start_at)):
+        assert iv.end_at is None or iv.start_at <= iv.end_at, (
+            f"interval ends before it starts: {iv}"
+        )
+        # A DDI key is global; a phone-user key (username) is unique only within its company.
+        identity = (iv.kind, iv.key if iv.kind == "ddi" else f"{iv.company}/{iv.key}")
+        by_key[identity].append(iv)
+    for identity, intervals in by_key.items():
+        for a, b in pairwise(intervals):
+            assert a.end_at is not None and a.end_at <= b.start_at, f"overlap for {identity}"
+    open_ddis = {
+        (iv.company, iv.key)
+        for ivs in by_key.values()
+        for iv in ivs
+        if iv.kind == "ddi" and iv.end_at is None
+    }
+    stored_ddis = {
+        (c, f"{d}:{n}")
+        for d, n, c in db.session.execute(select(Ddi.dialcode, Ddi.number, Ddi.company))
+    }
+    assert open_ddis == stored_ddis
+    open_users = {
+        (iv.company, iv.key)
+        for ivs in by_key.values()
+        for iv in ivs
+        if iv.kind == "user" and iv.end_at is None
+    }
+    stored_users = {
+        tuple(r) for r in db.session.execute(select(PhoneUser.company, PhoneUser.username))
+    }
+    assert open_users == stored_users

@@ -1,0 +1,184 @@
+"""The `flask --app app` commands as a script would run them: a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from webapp.extensions import db
+from webapp.models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
+
+from .invariants import assert_history_consistent
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def flask(app, tmp_path):
+    """Run `flask --app app ARGS…` against the test database; returns the CompletedProcess."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "cli-test",
+    }
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        db.session.rollback()  # let the subprocess see and write a fresh state
+        return subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "app", *args],
+            cwd=ROOT,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def count(model) -> int:
+    db.session.rollback()
+    return db.session.scalar(select(func.count()).select_from(model))
+
+
+def test_companies_create_and_refuse_bad_input(flask):
+    ok = flask("companies", "create", "acme", "--name", "Acme Telecom")
+    assert ok.returncode == 0, ok.stderr
+    assert db.session.get(Company, "acme").name == "Acme Telecom"
+    assert_one_line_error(flask("companies", "create", "acme", "--name", "Again"), "already exists")
+    assert_one_line_error(flask("companies", "create", "Not Valid", "--name", "x"), "identifier")
+    assert_one_line_error(flask("companies", "create", "x", "--name", "  "), "name")
+    assert count(Company) == 1
+
+
+def test_accounts_create_with_stdin_password_and_grants(flask, client):
+    flask("companies", "create", "acme", "--name", "Acme")
+    result = flask(
+        "accounts",
+        "create",
+        "carol",
+        "--password-stdin",
+        "--admin-of",
+        "acme",
+        "--reporting-for",
+        "acme",
+        "--billing-summary",
+        stdin="a long enough password\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Password" not in result.stdout
+    db.session.rollback()
+    carol = db.session.scalar(select(Account).where(Account.username == "carol"))
+    assert [c.id for c in carol.admin_of] == ["acme"] and carol.billing_summary
+    assert carol.password_hash != "a long enough password"
+
+
+def test_accounts_create_generates_a_password_shown_once(flask):
+    result = flask("accounts", "create", "dave", "--system-admin")
+    assert result.returncode == 0
+    password = result.stdout.strip().splitlines()[-1].split(": ", 1)[1]
+    assert len(password) >= 16
+    from webapp.services.accounts import authenticate_password
+
+    db.session.rollback()
+    assert authenticate_password("dave", password) is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "word"),
+    [
+        (("accounts", "create", "eve", "--admin-of", "nope"), None, "nope"),
+        (("accounts", "create", "Bad Name"), None, "Username"),
+        (("accounts", "create", "eve", "--password-stdin"), "short\n", "password"),
+        (("accounts", "disable", "nobody"), None, "nobody"),
+        (("tokens", "create", "nobody"), None, "nobody"),
+    ],
+)
+def test_account_mistakes_print_one_line(flask, args, stdin, word):
+    assert_one_line_error(flask(*args, stdin=stdin), word)
+    assert count(Account) == 0
+
+
+def test_token_printed_last_works_until_the_account_is_disabled(flask, client):
+    flask("accounts", "create", "root", "--system-admin")
+    result = flask("tokens", "create", "root", "--name", "ci")
+    assert result.returncode == 0
+    token = result.stdout.strip().splitlines()[-1]
+    assert token.startswith("tad_") and " " not in token
+    headers = {"Authorization": f"Bearer {token}"}
+    read = {"type": "ddi", "scope": {}}
+    assert client.post("/rest/ops/read/", json=read, headers=headers).status_code == 200
+    assert flask("accounts", "disable", "root").returncode == 0
+    db.session.rollback()
+    assert client.post("/rest/ops/read/", json=read, headers=headers).status_code == 401
+
+
+def test_demo_seed_is_idempotent_and_consistent(flask):
+    first = flask("demo", "seed")
+    assert first.returncode == 0, first.stderr
+    assert "admin" in first.stdout and "Company-Admin" in first.stdout
+    counts = {m: count(m) for m in (Company, Account, Ddi, PhoneUser, HistoryInterval)}
+    assert counts[Ddi] >= 200 and counts[PhoneUser] >= 100 and counts[Account] == 5
+    assert counts[HistoryInterval] > counts[Ddi] + counts[PhoneUser]  # moves and deletions
+    assert_history_consistent()
+    second = flask("demo", "seed")
+    assert second.returncode == 0
+    assert "already present" in second.stdout
+    assert {m: count(m) for m in counts} == counts
+    # The demo passwords are reprinted from instance/, so `make run` can always show them.
+    assert first.stdout.splitlines()[-1] in second.stdout
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).where(AuditEntry.action == "demo.seed")) == 1
+
+
+def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}",
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "x",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "companies", "create", "a", "--name", "A"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line_error(result, "db upgrade")
+
+
+def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'new.db'}",
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "x",
+    }
+    for args in (("db", "upgrade"), ("db", "upgrade"), ("companies", "create", "a", "--name", "A")):
+        result = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "app", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
