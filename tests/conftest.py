@@ -101,6 +101,7 @@ def _isolate_requests(app) -> None:
 
     @app.teardown_request
     def _end_request_session(_exc):
+        g.pop("_login_user", None)
         db.session.remove()
 
 
