@@ -8,6 +8,9 @@ from ..extensions import csrf, limiter
 bp = Blueprint("rest", __name__, url_prefix="/rest")
 # CSRF applies only to cookie-authenticated writes; auth.api_principal checks it there.
 csrf.exempt(bp)
-limiter.limit(lambda: current_app.config["API_RATE_LIMIT"], key_func=rate_limit_key)(bp)
+# One bucket per caller for the whole API: the limit counts requests, whatever the endpoint.
+limiter.shared_limit(
+    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=rate_limit_key
+)(bp)
 
 from . import errors, meta, ops  # noqa: E402,F401  (routes register on import)

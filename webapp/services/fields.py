@@ -47,12 +47,11 @@ def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, 
     `name` is the object's place in the request (for the message); `prefix` goes before field
     names in `fields` (batch rows use 'values[3].').
     """
-    if data is None:
+    if data is None and not prefix:  # an absent scope or values object is an empty one
         data = {}
     if not isinstance(data, Mapping):
-        raise Invalid(
-            f"'{name}' must be an object.", {prefix + name if prefix else name: "must be an object"}
-        )
+        where = prefix.rstrip(".") or name
+        raise Invalid(f"'{where}' must be an object.", {where: "must be an object"})
     problems: dict[str, str] = {}
     for key, value in data.items():
         if key in part.not_editable:
