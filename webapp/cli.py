@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import getpass
 import sys
+from pathlib import Path
 
 import click
 from flask import Flask
@@ -124,6 +125,36 @@ def demo_seed() -> None:
             click.echo("  " + line)
 
 
+history_cli = AppGroup("history", help="History intervals.")
+
+
+@history_cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@friendly
+def history_import(path: Path) -> None:
+    """Backfill closed intervals from a CSV: kind,company,key,start,end (checked whole first)."""
+    from .services.history_import import import_csv
+
+    try:
+        content = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise click.ClickException(f"{path}: no such file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{path}: cannot be read as UTF-8 text ({exc}).") from None
+
+    def progress(rows):
+        if not sys.stderr.isatty():  # a script wants one line on error, not a bar's remains
+            yield from rows
+            return
+        with click.progressbar(rows, label="Checking and importing", file=sys.stderr) as bar:
+            yield from bar
+
+    result = import_csv(_operator(), content, source=path.name, progress=progress)
+    click.echo(
+        f"Imported {result.written} intervals from {path.name} ({result.skipped} already recorded)."
+    )
+
+
 def register_cli(app: Flask) -> None:
-    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli):
+    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli, history_cli):
         app.cli.add_command(group)

@@ -23,6 +23,7 @@ TOP_LEVEL = {
     "update": ("type", "scope", "values"),
     "link": ("type", "scope", "values"),
     "delete": ("type", "scope"),
+    "report": ("type", "scope"),
 }
 
 

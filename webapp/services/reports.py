@@ -1,0 +1,190 @@
+"""Billing counts: per company and calendar day, the peak number of DDIs or phone users active
+at the same moment, from the history intervals alone (decisions.md §4 Reports, §5).
+
+One aggregate query per report. Each interval touching the period becomes a +1 event at its
+start (clamped to the period start) and a -1 event at its end; a running sum per company,
+ordered by time with ends before starts at the same instant (intervals are half-open), is the
+number active right after each event. A 0 event at each day's start carries the level into days
+without events. A day's peak is the largest running level among the events inside the day.
+The cost grows with the intervals touching the period plus companies x days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import (
+    DateTime,
+    Integer,
+    and_,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+)
+
+from ..access import Principal
+from ..extensions import db
+from ..models import Company, HistoryInterval
+from . import periods
+from .errors import Invalid
+from .fields import check_format
+
+KINDS = {
+    "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
+    "user": ("billableUserDaysPerDay", "billableUserDaysForMonth"),
+}
+MIN_YEAR, MAX_YEAR = 1970, 9999
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    companies: list[str] | None  # None: every visible company
+    month: int | None
+    year: int | None
+
+
+def parse_scope(scope: Any) -> ReportRequest:
+    """Validate a report `scope` object: company (array of identifiers), month, year."""
+    if scope is None:
+        scope = {}
+    if not isinstance(scope, dict):
+        raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
+    unknown = [k for k in scope if k not in ("company", "month", "year")]
+    if unknown:
+        raise Invalid(f"Field '{unknown[0]}' is not known here.", {unknown[0]: "unknown field"})
+    companies = scope.get("company")
+    if companies is not None:
+        if not isinstance(companies, list):
+            raise Invalid(
+                "'scope.company' must be an array of company identifiers.",
+                {"company": "must be an array"},
+            )
+        for item in companies:
+            if (why := check_format("company", item)) is not None:
+                raise Invalid(f"Every company identifier {why}.", {"company": why})
+    month = _int(scope.get("month"), "month", 1, 12)
+    year = _int(scope.get("year"), "year", MIN_YEAR, MAX_YEAR)
+    return ReportRequest(companies, month, year)
+
+
+def _int(value: Any, name: str, low: int, high: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"'scope.{name}' must be an integer.", {name: "must be an integer"})
+    if not low <= value <= high:
+        raise Invalid(
+            f"'scope.{name}' must be {low} to {high}.", {name: f"must be {low} to {high}"}
+        )
+    return value
+
+
+def report(principal: Principal, kind: str, request: ReportRequest, today: date | None = None):
+    """The report for `kind` ('ddi' or 'user'): {company id: entry} for every requested company
+    the principal may see, zeros included, in identifier order.
+
+    Guarantees: every day of the period is present in order; each value is the exact peak of
+    simultaneously active records that day in REPORT_TIMEZONE; the month total is their sum and
+    the per-day figure that sum / days rounded half-up to 4 places. A closed month gives the same
+    numbers whatever changes later (only a history import can add to the past).
+    """
+    principal.require_report()
+    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    companies = _visible_companies(principal, request.companies)
+    peaks = daily_peaks(kind, period, [c for c, _ in companies]) if companies else {}
+    per_day_key, month_key = KINDS[kind]
+    values = {}
+    for company_id, name in companies:
+        dates = {
+            d.day.isoformat(): peaks.get((company_id, i), 0) for i, d in enumerate(period.days)
+        }
+        total = sum(dates.values())
+        days = len(dates)
+        values[company_id] = {
+            "name": name,
+            "days": days,
+            "dates": dates,
+            per_day_key: _per_day(total, days),
+            month_key: total,
+        }
+    return values
+
+
+def _per_day(total: int, days: int) -> float | int:
+    if days == 0:
+        return 0
+    return float((Decimal(total) / Decimal(days)).quantize(Decimal("0.0001"), ROUND_HALF_UP))
+
+
+def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[tuple[str, str]]:
+    query = select(Company.id, Company.name).order_by(Company.id)
+    visible = principal.report_scope()
+    if visible is not None:
+        query = query.where(Company.id.in_(sorted(visible)))
+    if wanted is not None:
+        query = query.where(Company.id.in_(sorted(set(wanted))))
+    return [(row.id, row.name) for row in db.session.execute(query)]
+
+
+def daily_peaks(
+    kind: str, period: periods.Period, companies: list[str]
+) -> dict[tuple[str, int], int]:
+    """{(company, day index): peak} for the days with a non-zero peak, in one query."""
+    h = HistoryInterval
+    start, end = period.start, period.end
+    days = union_all(
+        *[
+            select(
+                literal(i, Integer).label("day"),
+                literal(d.start, DateTime).label("ds"),
+                literal(d.end, DateTime).label("de"),
+            )
+            for i, d in enumerate(period.days)
+        ]
+    ).cte("days")
+    touching = (
+        select(h.company, h.start_at, h.end_at)
+        .where(
+            h.kind == kind,
+            h.company.in_(companies),
+            h.start_at < end,
+            or_(h.end_at.is_(None), and_(h.end_at > start, h.end_at > h.start_at)),
+        )
+        .cte("touching")
+    )
+    starts = select(
+        touching.c.company,
+        case(
+            (touching.c.start_at < start, literal(start, DateTime)), else_=touching.c.start_at
+        ).label("t"),
+        literal(1, Integer).label("d"),
+    )
+    ends = select(touching.c.company, touching.c.end_at, literal(-1, Integer)).where(
+        touching.c.end_at.is_not(None), touching.c.end_at < end
+    )
+    active_companies = select(touching.c.company).distinct().subquery()
+    day_marks = select(active_companies.c.company, days.c.ds, literal(0, Integer)).select_from(
+        active_companies.join(days, literal(True))
+    )
+    events = union_all(starts, ends, day_marks).subquery("events")
+    running = select(
+        events.c.company,
+        events.c.t,
+        func.sum(events.c.d)
+        .over(partition_by=events.c.company, order_by=(events.c.t, events.c.d), rows=(None, 0))
+        .label("level"),
+    ).subquery("running")
+    query = (
+        select(running.c.company, days.c.day, func.max(running.c.level))
+        .select_from(running.join(days, and_(running.c.t >= days.c.ds, running.c.t < days.c.de)))
+        .group_by(running.c.company, days.c.day)
+    )
+    return {(company, day): int(peak) for company, day, peak in db.session.execute(query) if peak}
