@@ -137,8 +137,10 @@ class HistoryInterval(db.Model):
     __table_args__ = (
         # Closing a key's open interval, and overlap checks on import.
         Index("ix_history_kind_key_start", "kind", "key", "start_at"),
-        # Reports: the intervals of a kind that touch a period.
+        # Reports: the intervals of a kind that touch a period are bounded on both sides,
+        # start before the period's end and end (or NULL) after its start.
         Index("ix_history_kind_start", "kind", "start_at"),
+        Index("ix_history_kind_end", "kind", "end_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

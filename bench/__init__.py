@@ -1,0 +1,1 @@
+"""Benchmarks: a data generator and runners that print ratios against in-run references."""
