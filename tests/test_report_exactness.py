@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert
 
+from bench.reference import reference_query
 from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.extensions import db
 from webapp.models import HistoryInterval
-from webapp.services import reports
+from webapp.services import periods, reports
 
 COMPANIES = ("alpha", "beta", "gamma")
 TODAY = date(2026, 11, 22)
@@ -126,6 +128,12 @@ def check(app, kind: str, year: int, month: int, zone: str, intervals) -> None:
         assert entry["days"] == len(days)
         assert entry[month_key] == sum(expected.values())
         assert entry[per_day_key] == round(sum(expected.values()) / len(days), 4)
+    # The bench's hand-written reference must agree too, or its timings compare nothing.
+    period = periods.resolve(month, year, periods.zone(zone), TODAY)
+    reference = {
+        (c, int(d)): int(p) for c, d, p in db.session.execute(reference_query(kind, period)) if p
+    }
+    assert reference == reports.daily_peaks(kind, period, None)
 
 
 @pytest.mark.parametrize("kind", ["ddi", "user"])
