@@ -1,0 +1,456 @@
+"""`flask --app app history import PATH.csv` (decisions.md §2, §6).
+
+Mostly through the service, which the command calls; a few real subprocess runs check what a
+script sees: the exit status, one line on stderr naming the line at fault, nothing written.
+Every rejected file is checked with `snapshot()`: nothing at all changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from webapp.access import Principal
+from webapp.database import utcnow
+from webapp.extensions import db
+from webapp.models import AuditEntry, HistoryInterval
+from webapp.services import reports
+from webapp.services.errors import Invalid
+from webapp.services.history_import import import_csv
+
+from .factories import Factory, snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = "kind,company,key,start,end"
+DDI_ROW = "ddi,acme,44:2071234567,2025-10-01T00:00:00Z,2025-10-11T00:00:00Z"
+USER_ROW = "user,acme,ana,2025-10-05T10:00:00+00:00,2025-10-05T11:00:00+00:00"
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def csv_text(*rows: str, header: str = HEADER) -> str:
+    return "".join(line + "\n" for line in (header, *rows))
+
+
+def run(content: str):
+    return import_csv(Principal.cli(), content)
+
+
+def intervals() -> list[tuple]:
+    db.session.rollback()
+    h = HistoryInterval
+    query = select(h.kind, h.company, h.key, h.start_at, h.end_at, h.source).order_by(
+        h.kind, h.key, h.start_at
+    )
+    return [tuple(r) for r in db.session.execute(query)]
+
+
+def audit_actions() -> list[str]:
+    db.session.rollback()
+    return list(db.session.scalars(select(AuditEntry.action).order_by(AuditEntry.id)))
+
+
+def names_line(message: str, line: int) -> bool:
+    return re.search(rf"\bline {line}\b", message, re.IGNORECASE) is not None
+
+
+def assert_rejected(content: str, line: int) -> str:
+    """The file is refused naming `line`, and nothing at all is written."""
+    before = snapshot()
+    with pytest.raises(Invalid) as caught:
+        run(content)
+    message = caught.value.message
+    assert names_line(message, line), message
+    assert snapshot() == before
+    return message
+
+
+def iso(moment: datetime) -> str:
+    """A naive UTC datetime as ISO 8601 with an explicit offset."""
+    return moment.replace(tzinfo=UTC).isoformat()
+
+
+@pytest.fixture
+def companies(factory: Factory) -> Factory:
+    factory.company("acme")
+    factory.company("globex")
+    return factory
+
+
+@pytest.fixture
+def flask(app, tmp_path):
+    """Run `flask --app app ARGS…` against the test database; returns the CompletedProcess."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "INSTANCE_PATH": str(tmp_path / "instance"),
+        "SECRET_KEY": "cli-test",
+    }
+
+    def run_flask(*args: str) -> subprocess.CompletedProcess:
+        db.session.rollback()  # let the subprocess see and write a fresh state
+        return subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "app", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run_flask
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+# --- a good file -----------------------------------------------------------------------------
+
+
+def test_good_file_writes_import_intervals_and_one_audit_entry(companies):
+    content = csv_text(
+        DDI_ROW,
+        USER_ROW,
+        "user,globex,ana,2025-10-05T10:30:00Z,2025-10-06T00:00:00Z",
+    )
+    before = snapshot()
+    result = run(content)
+    assert result.rows == 3 and result.written == 3
+    assert intervals() == [
+        (
+            "ddi",
+            "acme",
+            "44:2071234567",
+            datetime(2025, 10, 1),
+            datetime(2025, 10, 11),
+            "import",
+        ),
+        ("user", "acme", "ana", datetime(2025, 10, 5, 10), datetime(2025, 10, 5, 11), "import"),
+        (
+            "user",
+            "globex",
+            "ana",
+            datetime(2025, 10, 5, 10, 30),
+            datetime(2025, 10, 6),
+            "import",
+        ),
+    ]
+    after = snapshot()
+    assert after["history"] == before["history"] + 3
+    assert after["open_history"] == before["open_history"]
+    assert after["ddis"] == before["ddis"] and after["users"] == before["users"]
+    assert after["audit"] == before["audit"] + 1
+    assert audit_actions()[-1] == "history.import"
+
+
+def test_same_file_twice_writes_nothing_new(companies):
+    content = csv_text(DDI_ROW, USER_ROW, "ddi,globex,44:1,2025-09-01T00:00:00Z,2025-09-02T00:00Z")
+    first = run(content)
+    assert first.written == 3
+    written = intervals()
+    second = run(content)
+    assert second.written == 0
+    assert intervals() == written
+
+
+def test_offsets_are_converted_to_utc(companies):
+    run(
+        csv_text(
+            "ddi,acme,44:1,2025-10-01T05:30:00+05:30,2025-10-01T12:00:00-04:00",
+            "user,acme,ana,2025-10-01T00:00:00.250+01:00,2025-10-01T01:00:00Z",
+        )
+    )
+    assert [(r[3], r[4]) for r in intervals()] == [
+        (datetime(2025, 10, 1, 0, 0), datetime(2025, 10, 1, 16, 0)),
+        (datetime(2025, 9, 30, 23, 0, 0, 250000), datetime(2025, 10, 1, 1, 0)),
+    ]
+
+
+def test_blank_lines_are_ignored_but_counted_in_line_numbers(companies):
+    assert run(csv_text("", DDI_ROW, "", "   ", USER_ROW, "")).written == 2
+    # Line 1 header, 2 and 3 blank, 4 good, 5 blank, 6 bad.
+    content = csv_text("", "", "ddi,acme,44:5,2025-01-01T00:00Z,2025-01-02T00:00Z", "", "x")
+    assert_rejected(content, 6)
+
+
+def test_back_to_back_rows_of_one_key_are_allowed(companies):
+    content = csv_text(
+        "ddi,acme,44:1,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,globex,44:1,2025-10-02T00:00:00Z,2025-10-03T00:00:00Z",
+        "ddi,globex,44:1,2025-10-03T00:00:00Z,2025-10-04T00:00:00Z",
+        "user,acme,ana,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,acme,ana,2025-10-02T00:00:00Z,2025-10-03T00:00:00Z",
+    )
+    assert run(content).written == 5
+
+
+def test_one_username_in_two_companies_may_overlap(companies):
+    content = csv_text(
+        "user,acme,ana,2025-10-01T00:00:00Z,2025-10-10T00:00:00Z",
+        "user,globex,ana,2025-10-05T00:00:00Z,2025-10-15T00:00:00Z",
+    )
+    assert run(content).written == 2
+
+
+def test_report_for_the_backfilled_month_shows_the_imported_peaks(companies):
+    run(
+        csv_text(
+            "ddi,acme,44:1,2025-10-01T00:00:00Z,2025-10-03T00:00:00Z",
+            "ddi,acme,44:2,2025-10-02T17:30:00+05:30,2025-10-04T00:00:00Z",
+            "ddi,globex,44:1,2025-10-03T00:00:00Z,2025-10-03T06:00:00Z",
+            "user,acme,ana,2025-10-05T10:00:00Z,2025-10-05T11:00:00Z",
+            "user,acme,bob,2025-10-05T10:59:00Z,2025-10-05T12:00:00Z",
+            "user,globex,ana,2025-10-05T10:00:00Z,2025-10-05T11:00:00Z",
+        )
+    )
+    scope = reports.parse_scope({"month": 10, "year": 2025})
+    today = date(2026, 11, 22)
+    ddi = reports.report(Principal.cli(), "ddi", scope, today=today)
+    user = reports.report(Principal.cli(), "user", scope, today=today)
+    assert set(ddi) == set(user) == {"acme", "globex"}
+
+    def counts(values, company):
+        dates = values[company]["dates"]
+        assert len(dates) == 31
+        return {d: v for d, v in dates.items() if v}
+
+    # 44:2 starts 12:00 UTC on the 2nd; 44:1 ends at midnight starting the 3rd.
+    assert counts(ddi, "acme") == {"2025-10-01": 1, "2025-10-02": 2, "2025-10-03": 1}
+    assert counts(ddi, "globex") == {"2025-10-03": 1}
+    assert ddi["acme"]["billableDDIDaysForMonth"] == 4
+    assert ddi["acme"]["billableDDIDaysPerDay"] == 0.129  # 4 / 31 = 0.12903…
+    assert counts(user, "acme") == {"2025-10-05": 2}
+    assert counts(user, "globex") == {"2025-10-05": 1}
+    assert user["acme"]["billableUserDaysForMonth"] == 2
+
+
+# --- bad files: the line at fault, nothing written -------------------------------------------
+
+GOOD = "ddi,acme,44:1,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z"  # line 2 in every case below
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        # column count
+        "ddi,acme,44:9,2025-10-01T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z,extra",
+        "ddi",
+        # kind
+        "DDI,acme,44:9,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "phone,acme,ana,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        ",acme,44:9,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        # company
+        "ddi,nope,44:9,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,Acme,ana,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,,ana,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        # DDI key
+        "ddi,acme,442071234567,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:20712a4567,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,ab:2071234567,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,1234567:12345678901,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,12345678:1,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:1234567890123456,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,:2071234567,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:1:2,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        # username
+        "user,acme,Ana,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,acme,an a,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,acme,ana!,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,acme,,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "user,acme," + "a" * 65 + ",2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        # timestamps without an offset
+        "ddi,acme,44:9,2025-10-01T00:00:00,2025-10-02T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,2025-10-02T00:00:00",
+        "ddi,acme,44:9,2025-10-01,2025-10-02T00:00:00Z",
+        # unparseable timestamps
+        "ddi,acme,44:9,yesterday,2025-10-02T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,soon",
+        "ddi,acme,44:9,2025-13-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:9,2025-10-32T00:00:00Z,2025-11-02T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T25:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:9,,2025-10-02T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,",
+        "ddi,acme,44:9,2025-10-01T00:00:00+25:00,2025-10-02T00:00:00Z",
+        # end not later than start
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,2025-10-01T00:00:00Z",
+        "ddi,acme,44:9,2025-10-01T02:00:00+02:00,2025-10-01T00:00:00Z",
+        "ddi,acme,44:9,2025-10-02T00:00:00Z,2025-10-01T00:00:00Z",
+        # end in the future
+        "ddi,acme,44:9,2025-10-01T00:00:00Z,2999-01-01T00:00:00Z",
+        # overlaps the row on line 2: same DDI, same or other company (one company at a time)
+        "ddi,acme,44:1,2025-10-01T23:59:59Z,2025-10-03T00:00:00Z",
+        "ddi,globex,44:1,2025-10-01T12:00:00Z,2025-10-01T13:00:00Z",
+        "ddi,globex,44:1,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+        "ddi,acme,44:1,2025-10-01T00:00:00Z,2025-10-02T00:00:00Z",
+    ],
+)
+def test_bad_row_rejects_the_file_naming_its_line(companies, row):
+    assert_rejected(csv_text(GOOD, row), 3)
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "user,acme,ana,2025-10-01T00:00:00Z,2025-10-03T00:00:00Z",
+        "user,acme,ana,2025-10-02T00:00:00Z,2025-10-02T00:00:01Z",
+    ],
+)
+def test_overlapping_rows_of_one_phone_user_in_one_company(companies, first):
+    content = csv_text(first, "user,acme,ana,2025-10-02T00:00:00Z,2025-10-04T00:00:00Z")
+    assert_rejected(content, 3)
+
+
+def test_end_just_in_the_future_is_refused(companies):
+    soon = utcnow() + timedelta(minutes=5)
+    row = f"ddi,acme,44:9,2025-10-01T00:00:00Z,{iso(soon)}"
+    assert_rejected(csv_text(GOOD, row), 3)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "kind,company,key,begin,end",
+        "kind,company,key,start",
+        "kind,company,key,start,end,extra",
+        "company,kind,key,start,end",
+        GOOD,
+        "",
+    ],
+)
+def test_wrong_header_is_line_one(companies, header):
+    assert_rejected(csv_text(GOOD, header=header), 1)
+
+
+def test_empty_file_is_refused(companies):
+    assert_rejected("", 1)
+
+
+def test_bad_row_after_many_good_rows_writes_nothing(companies):
+    good = [f"ddi,acme,44:{n},2025-10-01T00:00:00Z,2025-10-02T00:00:00Z" for n in range(1, 301)] + [
+        f"user,globex,u{n},2025-09-01T00:00:00Z,2025-09-30T00:00:00Z" for n in range(200)
+    ]
+    assert_rejected(csv_text(*good, "ddi,acme,44:1,2025-10-01T12:00:00Z,2025-10-03T00:00:00Z"), 502)
+    assert_rejected(csv_text(*good, "ddi,nope,44:999,2025-10-01T00:00Z,2025-10-02T00:00Z"), 502)
+    assert run(csv_text(*good)).written == 500
+
+
+# --- against recorded history ----------------------------------------------------------------
+
+
+def _open_start(kind: str, key: str) -> datetime:
+    db.session.rollback()
+    return db.session.scalar(
+        select(HistoryInterval.start_at).where(
+            HistoryInterval.kind == kind,
+            HistoryInterval.key == key,
+            HistoryInterval.end_at.is_(None),
+        )
+    )
+
+
+def _wait_past(moment: datetime) -> None:
+    while utcnow() <= moment + timedelta(milliseconds=5):
+        time.sleep(0.005)
+
+
+def test_row_overlapping_a_live_ddi_is_refused(companies):
+    companies.ddi("44", "2071234567", "acme")
+    created = _open_start("ddi", "44:2071234567")
+    end = created + timedelta(milliseconds=1)
+    _wait_past(end)
+    earlier = created - timedelta(days=2)
+    # Ending before the DDI was created: fine, in any company.
+    fine = csv_text(
+        f"ddi,globex,44:2071234567,{iso(earlier)},{iso(created - timedelta(days=1))}",
+        f"ddi,acme,44:2071234567,{iso(created - timedelta(days=1))},{iso(created)}",
+    )
+    # Ending after it was created: it would be in two places (or twice in one) at once.
+    for company in ("globex", "acme"):
+        row = f"ddi,{company},44:2071234567,{iso(created - timedelta(hours=1))},{iso(end)}"
+        assert_rejected(csv_text(GOOD, row), 3)
+    assert run(fine).written == 2
+
+
+def test_row_overlapping_a_live_phone_user_is_refused_only_in_its_company(companies):
+    companies.user("ana", "acme")
+    created = _open_start("user", "ana")
+    end = created + timedelta(milliseconds=1)
+    _wait_past(end)
+    row = f"user,acme,ana,{iso(created - timedelta(hours=1))},{iso(end)}"
+    assert_rejected(csv_text(GOOD, row), 3)
+    other = f"user,globex,ana,{iso(created - timedelta(hours=1))},{iso(end)}"
+    assert run(csv_text(GOOD, other)).written == 2
+
+
+def test_row_overlapping_a_previously_imported_interval_is_refused(companies):
+    run(csv_text(GOOD, USER_ROW))
+    written = intervals()
+    for row in (
+        "ddi,globex,44:1,2025-10-01T12:00:00Z,2025-10-05T00:00:00Z",
+        "ddi,acme,44:1,2025-09-30T00:00:00Z,2025-10-01T00:00:01Z",
+        "user,acme,ana,2025-10-05T10:59:59Z,2025-10-05T12:00:00Z",
+    ):
+        assert_rejected(csv_text("ddi,acme,44:7,2025-01-01T00:00Z,2025-01-02T00:00Z", row), 3)
+    assert intervals() == written
+    # Back to back with the imported one is fine.
+    assert run(csv_text("ddi,globex,44:1,2025-10-02T00:00:00Z,2025-10-05T00:00:00Z")).written == 1
+
+
+# --- the command itself ----------------------------------------------------------------------
+
+
+def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
+    path = tmp_path / "legacy.csv"
+    path.write_text(csv_text(GOOD, USER_ROW), encoding="utf-8")
+    result = flask("history", "import", str(path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    assert "2" in lines[0]
+    assert "Traceback" not in result.stderr
+    assert [r[5] for r in intervals()] == ["import", "import"]
+    assert audit_actions().count("history.import") == 1
+
+
+def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
+    path = tmp_path / "legacy.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + csv_text(GOOD, USER_ROW).replace("\n", "\r\n").encode())
+    result = flask("history", "import", str(path))
+    assert result.returncode == 0, result.stderr
+    assert len(intervals()) == 2
+
+
+def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
+    path = tmp_path / "legacy.csv"
+    path.write_text(
+        csv_text(GOOD, USER_ROW, "ddi,acme,44:2,2025-10-02T00:00:00Z,2025-10-01T00:00:00Z")
+    )
+    before = snapshot()
+    line = assert_one_line_error(flask("history", "import", str(path)))
+    assert names_line(line, 4), line
+    assert snapshot() == before
+
+
+def test_command_with_a_missing_file_says_so_in_one_line(companies, flask, tmp_path):
+    before = snapshot()
+    assert_one_line_error(flask("history", "import", str(tmp_path / "nope.csv")), "nope.csv")
+    assert snapshot() == before
