@@ -182,3 +182,37 @@ def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
             timeout=120,
         )
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("companies", "create", "newco"),
+        ("companies", "nosuch"),
+        ("accounts", "create"),
+        ("companies", "create", "x", "--name", "X", "--bogus"),
+        ("history", "import"),
+    ],
+)
+def test_usage_mistakes_are_one_line_and_exit_1(flask, args):
+    result = flask(*args)
+    assert_one_line_error(result, "--help")
+    assert result.returncode == 1
+
+
+def test_an_unreachable_database_is_one_line(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/none",
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "x",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "companies", "create", "a", "--name", "A"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line_error(result, "database")

@@ -18,3 +18,19 @@ def test_create_and_read_roundtrip(factory):
         {"dialcode": "44", "number": "2071234567", "virt_exten": "100", "company": "acme"}
     ]
     assert r.json["numrows"] == 1 and r.json["total"] == 1
+
+
+def test_paths_without_the_trailing_slash_answer_json_not_a_redirect(factory):
+    admin = factory.account("root", system_admin=True)
+    r = factory.client.post("/rest/ops/read", json={"type": "ddi"}, headers=admin.headers)
+    assert r.status_code == 200 and r.json["result"] == "success"
+
+
+def test_unknown_company_in_a_batch_names_its_row(factory):
+    factory.company("acme")
+    admin = factory.account("root", system_admin=True)
+    row = {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "acme"}
+    batch = [row, {**row, "number": "2"}, {**row, "number": "3", "company": "nope"}]
+    r = factory.api(admin, "create", {"type": "ddi", "values": batch})
+    assert r.status_code == 400
+    assert r.json["error"]["fields"] == {"values[2].company": "unknown company"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from flask import Flask
 from flask.cli import AppGroup
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import SQLAlchemyError
 
 from .access import Principal
 from .services import accounts, companies
@@ -35,21 +35,55 @@ def friendly(func):
         except ServiceError as exc:
             fields = "; ".join(f"{k}: {v}" for k, v in exc.fields.items())
             raise click.ClickException(exc.message + (f" ({fields})" if fields else "")) from None
-        except (OperationalError, ProgrammingError) as exc:
-            text = str(exc.orig).lower() if exc.orig else ""
-            if "no such table" in text or "does not exist" in text:
+        except SQLAlchemyError as exc:
+            cause = str(getattr(exc, "orig", None) or exc).strip()
+            if "no such table" in cause or ("relation" in cause and "does not exist" in cause):
                 raise click.ClickException(
                     "The database has no schema yet; run 'flask --app app db upgrade' first."
                 ) from None
-            raise click.ClickException(f"The database refused the operation: {exc.orig}") from None
+            first_line = cause.splitlines()[0] if cause else type(exc).__name__
+            raise click.ClickException(
+                f"The database refused the operation: {first_line}"
+            ) from None
 
     return wrapper
 
 
-companies_cli = AppGroup("companies", help="Manage companies.")
-accounts_cli = AppGroup("accounts", help="Manage sign-in accounts and their grants.")
-tokens_cli = AppGroup("tokens", help="Manage API tokens.")
-demo_cli = AppGroup("demo", help="Demo data.")
+def _one_line(exc: click.UsageError, ctx: click.Context) -> click.ClickException:
+    return click.ClickException(f"{exc.format_message()} Try '{ctx.command_path} --help'.")
+
+
+class Command(click.Command):
+    """A usage mistake is one line on stderr and exit 1, like every other mistake (Click would
+    print a usage block and exit 2)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
+
+class Group(AppGroup):
+    command_class = Command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc, ctx) from None
+
+
+companies_cli = Group("companies", help="Manage companies.")
+accounts_cli = Group("accounts", help="Manage sign-in accounts and their grants.")
+tokens_cli = Group("tokens", help="Manage API tokens.")
+demo_cli = Group("demo", help="Demo data.")
 
 
 @companies_cli.command("create")
@@ -125,7 +159,7 @@ def demo_seed() -> None:
             click.echo("  " + line)
 
 
-history_cli = AppGroup("history", help="History intervals.")
+history_cli = Group("history", help="History intervals.")
 
 
 @history_cli.command("import")

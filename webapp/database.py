@@ -13,13 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from .extensions import db
+from .services.errors import Conflict
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+# PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
+RETRYABLE_SQLSTATES = {"40P01", "40001"}
 
 
 def configure_engine(engine: Engine) -> None:
@@ -48,6 +52,20 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def write_clock(session: Session) -> datetime:
+    """The instant a write happens, read once its locks are held (so a transaction that waited
+    for another one is stamped after it). On PostgreSQL it is the database's clock, which every
+    host serving the app shares; on SQLite, which one host serves, the process clock."""
+    if session.get_bind().dialect.name == "postgresql":
+        return session.scalar(text("SELECT clock_timestamp() AT TIME ZONE 'UTC'"))
+    return utcnow()
+
+
+def _lost_race(exc: DBAPIError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate in RETRYABLE_SQLSTATES or "database is locked" in str(exc.orig)
+
+
 @contextmanager
 def write_transaction() -> Iterator[Session]:
     """One all-or-nothing write: commits on success, rolls everything back on any exception.
@@ -62,6 +80,13 @@ def write_transaction() -> Iterator[Session]:
     try:
         yield session
         session.commit()
+    except DBAPIError as exc:
+        session.rollback()
+        if _lost_race(exc):
+            raise Conflict(
+                "A concurrent change got in the way; nothing was written. Try again."
+            ) from exc
+        raise
     except BaseException:
         session.rollback()
         raise

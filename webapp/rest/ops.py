@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import jsonify, request
-from werkzeug.exceptions import UnsupportedMediaType
+from flask import current_app, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from ..access import Principal
 from ..auth import api_principal
@@ -15,6 +15,8 @@ from ..services.errors import Invalid, ServiceError
 from . import bp
 
 SERVICES = {"ddi": ddis, "user": phone_users}
+# Routes take strict_slashes=False: scripts write /rest/ops/read and /rest/ops/read/ alike, and
+# a redirect would answer with HTML.
 
 # Top-level fields each operation accepts; anything else is an unknown field.
 TOP_LEVEL = {
@@ -43,7 +45,7 @@ def json_body() -> dict[str, Any]:
     """The request body as a JSON object, or the matching 415/413/400."""
     if not request.is_json:
         raise UnsupportedMediaType()
-    raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    raw = _read_body(current_app.config["MAX_CONTENT_LENGTH"])
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8, huge ints, deep nesting
@@ -51,6 +53,25 @@ def json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Invalid("The body must be a JSON object.")
     return body
+
+
+def _read_body(limit: int) -> bytes:
+    """The body, or 413 past `limit`. With Content-Length, Werkzeug refuses an oversized body
+    itself; a chunked body has no length, and Werkzeug's guard would silently cut it at the
+    limit (a truncated document then looks like bad JSON), so it is read here to limit + 1."""
+    if request.content_length is not None or not request.environ.get("wsgi.input_terminated"):
+        return request.get_data(cache=False)
+    stream = request.environ["wsgi.input"]
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = stream.read(limit + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise RequestEntityTooLarge()
+    return b"".join(chunks)
 
 
 def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str:
@@ -76,32 +97,32 @@ def _op(op: str, types: tuple[str, ...] = ("ddi", "user")):
     return principal, body, service
 
 
-@bp.post("/ops/create/")
+@bp.post("/ops/create/", strict_slashes=False)
 def create():
     principal, body, service = _op("create")
     return _success(numrows=service.create(principal, body.get("values")))
 
 
-@bp.post("/ops/read/")
+@bp.post("/ops/read/", strict_slashes=False)
 def read():
     principal, body, service = _op("read")
     page = service.read(principal, body.get("scope"), body.get("limit"), body.get("offset"))
     return _success(values=page.rows, numrows=len(page.rows), total=page.total)
 
 
-@bp.post("/ops/update/")
+@bp.post("/ops/update/", strict_slashes=False)
 def update():
     principal, body, service = _op("update")
     return _success(numrows=service.update(principal, body.get("scope"), body.get("values")))
 
 
-@bp.post("/ops/link/")
+@bp.post("/ops/link/", strict_slashes=False)
 def link():
     principal, body, _ = _op("link", types=("ddi",))
     return _success(numrows=ddis.link(principal, body.get("scope"), body.get("values")))
 
 
-@bp.post("/ops/delete/")
+@bp.post("/ops/delete/", strict_slashes=False)
 def delete():
     principal, body, service = _op("delete")
     return _success(numrows=service.delete(principal, body.get("scope")))

@@ -19,7 +19,7 @@ from itertools import pairwise
 from sqlalchemy import insert, select, text, tuple_
 
 from ..access import Principal
-from ..database import utcnow, write_transaction
+from ..database import write_clock, write_transaction
 from ..models import Company, HistoryInterval
 from . import audit
 from .errors import Invalid
@@ -169,7 +169,7 @@ def import_csv(
             # overlap check and the insert.
             session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
         companies = set(session.scalars(select(Company.id)))
-        rows = parse(content, companies, utcnow())
+        rows = parse(content, companies, write_clock(session))
         recorded = _recorded(session, rows)
         new = []
         for row in progress(rows):

@@ -6,7 +6,7 @@ else (validation, authorization, history, audit, conflicts) is written once here
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access import Principal
-from ..database import utcnow, write_transaction
+from ..database import write_clock, write_transaction
 from ..extensions import db
 from ..models import Company
 from . import audit, history
@@ -83,13 +83,14 @@ def _require_create_delete(principal: Principal, kind: Kind, verb: str) -> None:
         principal.require_system_admin(f"{verb} {kind.label}s")
 
 
-def require_companies_exist(session: Session, companies: Iterable[str], field: str = "company"):
-    """400 with fields.company naming the first company that does not exist."""
-    wanted = set(companies)
-    found = set(session.scalars(select(Company.id).where(Company.id.in_(wanted))))
-    missing = sorted(wanted - found)
-    if missing:
-        raise Invalid(f"Company '{missing[0]}' does not exist.", {field: "unknown company"})
+def require_companies_exist(session: Session, companies: Sequence[str], batch: bool = False):
+    """400 naming the first company that does not exist: fields.company, or for a batch
+    fields['values[i].company'] with the row it stands in."""
+    found = set(session.scalars(select(Company.id).where(Company.id.in_(set(companies)))))
+    for i, company in enumerate(companies):
+        if company not in found:
+            field = f"values[{i}].company" if batch else "company"
+            raise Invalid(f"Company '{company}' does not exist.", {field: "unknown company"})
 
 
 def _filters(kind: Kind, scope: dict[str, str]) -> list:
@@ -124,12 +125,17 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
     rows = _parse_rows(kind, values)
     principal.require_admin_of(r["company"] for r in rows)
     with write_transaction() as session:
-        require_companies_exist(session, {r["company"] for r in rows})
-        now = utcnow()
+        require_companies_exist(session, [r["company"] for r in rows], isinstance(values, list))
+        # One key order for every batch, so two overlapping batches lock keys in the same
+        # order on PostgreSQL and one waits for the other instead of deadlocking.
+        rows.sort(key=lambda r: [r[f] for f in kind.order])
         try:
             session.execute(kind.model.__table__.insert(), rows)
         except IntegrityError as exc:
             raise Conflict(kind.conflict_message) from exc
+        # After the insert: if it waited for a racing delete of the same key, it is stamped
+        # after that delete's end, so the key's intervals cannot overlap.
+        now = write_clock(session)
         members = [(r["company"], kind.history_key(_Row(r))) for r in rows]
         history.open_intervals(session, kind.name, members, now)
         audit.record(
@@ -185,7 +191,7 @@ def apply_changes(
     action: str,
 ) -> int:
     """Set `values` on `rows`; move history for company changes; audit; return rows changed."""
-    now = utcnow()
+    now = write_clock(session)
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
     entries = []
@@ -268,7 +274,7 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
         ).all()
         if not rows:
             return 0
-        now = utcnow()
+        now = write_clock(session)
         ids = [r.id for r in rows]
         for i in range(0, len(ids), history.CHUNK):
             session.execute(

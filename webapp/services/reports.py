@@ -24,6 +24,7 @@ from sqlalchemy import (
     case,
     func,
     literal,
+    null,
     or_,
     select,
     true,
@@ -148,16 +149,19 @@ def daily_peaks(
 
 
 def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) -> Select:
-    """The aggregate behind daily_peaks (exposed for EXPLAIN in bench/)."""
+    """The aggregate behind daily_peaks (exposed for EXPLAIN in bench/).
+
+    One sort and one window pass: the running sum is the level after each event, and the
+    running maximum of the day marks' indexes tells which day each event falls in. At one
+    instant, ends sort before the day mark and starts after it. An end at exactly midnight is
+    thus counted in the day before, harmlessly: the level after an end is below one that day
+    really had, and the mark that follows carries the same level into the new day.
+    """
     h = HistoryInterval
     start, end = period.start, period.end
     days = union_all(
         *[
-            select(
-                literal(i, Integer).label("day"),
-                literal(d.start, DateTime).label("ds"),
-                literal(d.end, DateTime).label("de"),
-            )
+            select(literal(i, Integer).label("day"), literal(d.start, DateTime).label("ds"))
             for i, d in enumerate(period.days)
         ]
     ).cte("days")
@@ -171,30 +175,33 @@ def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) 
         )
         .cte("touching")
     )
+    no_day = null().cast(Integer)
     starts = select(
         touching.c.company,
         case(
             (touching.c.start_at < start, literal(start, DateTime)), else_=touching.c.start_at
         ).label("t"),
         literal(1, Integer).label("d"),
+        no_day.label("day"),
     )
-    ends = select(touching.c.company, touching.c.end_at, literal(-1, Integer)).where(
+    ends = select(touching.c.company, touching.c.end_at, literal(-1, Integer), no_day).where(
         touching.c.end_at.is_not(None), touching.c.end_at < end
     )
     active_companies = select(touching.c.company).distinct().subquery()
-    day_marks = select(active_companies.c.company, days.c.ds, literal(0, Integer)).select_from(
-        active_companies.join(days, literal(True))
-    )
+    day_marks = select(
+        active_companies.c.company, days.c.ds, literal(0, Integer), days.c.day
+    ).select_from(active_companies.join(days, literal(True)))
     events = union_all(starts, ends, day_marks).subquery("events")
+    window = {
+        "partition_by": events.c.company,
+        "order_by": (events.c.t, events.c.d),
+        "rows": (None, 0),
+    }
     running = select(
         events.c.company,
-        events.c.t,
-        func.sum(events.c.d)
-        .over(partition_by=events.c.company, order_by=(events.c.t, events.c.d), rows=(None, 0))
-        .label("level"),
+        func.sum(events.c.d).over(**window).label("level"),
+        func.max(events.c.day).over(**window).label("day"),
     ).subquery("running")
-    return (
-        select(running.c.company, days.c.day, func.max(running.c.level))
-        .select_from(running.join(days, and_(running.c.t >= days.c.ds, running.c.t < days.c.de)))
-        .group_by(running.c.company, days.c.day)
+    return select(running.c.company, running.c.day, func.max(running.c.level)).group_by(
+        running.c.company, running.c.day
     )
