@@ -41,13 +41,17 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         configure_engine(db.engine)
 
-    from . import auth  # noqa: F401  (registers the session loader)
+    from . import (
+        auth,  # noqa: F401  (registers the session loader)
+        views,
+    )
     from .cli import register_cli
     from .rest import bp as rest_bp
     from .rest import errors as rest_errors
     from .rest.meta import healthz
 
     app.register_blueprint(rest_bp)
+    views.register(app)
     app.add_url_rule("/healthz", "healthz", healthz)
     rest_errors.register(app)
     register_cli(app)

@@ -1,4 +1,4 @@
-"""The JSON error envelope for everything under /rest/ (decisions.md §4)."""
+"""Error handlers: the JSON envelope under /rest/ (decisions.md §4), an error page elsewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
 from ..services.errors import ServiceError
+from ..views.common import PAGE_TITLES, error_page
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,15 @@ def register(app: Flask) -> None:
     def _service_error(exc: ServiceError):
         if _is_api():
             return error_response(exc.status, exc.code, exc.message, exc.fields)
-        return exc.message, exc.status
+        return error_page(exc.status, exc.message)
 
     @app.errorhandler(CSRFError)
     def _csrf_error(exc: CSRFError):
         if _is_api():
             return error_response(403, "forbidden", "The CSRF token is missing or not valid.")
-        return "The form has expired or is not valid; reload the page and try again.", 400
+        return error_page(
+            400, "The form has expired or is not valid; reload the page and try again."
+        )
 
     @app.errorhandler(RateLimitExceeded)
     def _rate_limited(exc: RateLimitExceeded):
@@ -63,11 +66,13 @@ def register(app: Flask) -> None:
             if retry:
                 response.headers["Retry-After"] = retry
             return response
-        return exc
+        return error_page(429, "Too many attempts; wait a few minutes and try again.")
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
         if not _is_api():
+            if exc.code in PAGE_TITLES:
+                return error_page(exc.code, exc.description or exc.name)
             return exc
         code, message = HTTP_CODES.get(exc.code or 500, ("error", exc.name))
         response = error_response(exc.code or 500, code, message)
@@ -81,4 +86,4 @@ def register(app: Flask) -> None:
         log.exception("unhandled error on %s %s", request.method, request.path)
         if _is_api():
             return error_response(500, "internal_error", "Something went wrong on our side.")
-        return "Something went wrong on our side.", 500
+        return error_page(500, "Something went wrong on our side; it has been logged.")

@@ -1,0 +1,20 @@
+"""The HTML pages: forms and templates over the same services as /rest/.
+
+Views translate HTTP to service calls and back; every access and validation rule is decided in
+the services, and a ServiceError becomes a 403/404 page or field messages on the form.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, redirect, url_for
+
+
+def register(app: Flask) -> None:
+    from . import account, admin, audit, auth, records, reports
+    from .common import principal
+
+    for module in (auth, records, reports, admin, account, audit):
+        app.register_blueprint(module.bp)
+    # The navigation shows only what the signed-in account may open.
+    app.context_processor(lambda: {"nav_principal": principal})
+    app.add_url_rule("/", "index", lambda: redirect(url_for("records.ddis")))

@@ -1,0 +1,66 @@
+"""Sign in and out: /login, /logout."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask_login import login_required, login_user, logout_user
+from flask_wtf import FlaskForm
+from wtforms import PasswordField, StringField
+from wtforms.validators import InputRequired, Length
+
+from ..extensions import login_manager
+from ..services import accounts
+
+bp = Blueprint("auth", __name__)
+login_manager.login_view = "auth.login"
+login_manager.login_message = "Please sign in to open that page."
+login_manager.login_message_category = "info"
+# One message for an unknown user and a wrong password: the form must not tell which.
+BAD_CREDENTIALS = "Unknown username or wrong password."
+
+
+class LoginForm(FlaskForm):
+    username = StringField("Username", validators=[InputRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[InputRequired(), Length(max=512)])
+
+
+def safe_next(target: str | None) -> str:
+    """`next` only to a path on this site: no scheme, no host, no '//' or backslash tricks."""
+    if not target:
+        return url_for("records.ddis")
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return url_for("records.ddis")
+    if "\\" in target or any(ord(ch) < 32 for ch in target):
+        return url_for("records.ddis")
+    return target
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    form = LoginForm()
+    if form.validate_on_submit():
+        account = accounts.authenticate_password(form.username.data, form.password.data)
+        if account is None:
+            form.form_errors.append(BAD_CREDENTIALS)
+        else:
+            destination = safe_next(request.args.get("next"))
+            # A fresh session at sign-in: nothing from before (a planted id, an old CSRF
+            # token) carries over into the signed-in session.
+            session.clear()
+            login_user(account)
+            flash(f"Signed in as {account.username}.", "success")
+            return redirect(destination)
+    status = 200 if not form.errors and not form.form_errors else 400
+    return render_template("auth/login.html", form=form), status
+
+
+@bp.post("/logout")
+@login_required
+def logout():
+    logout_user()
+    session.clear()
+    flash("Signed out.", "info")
+    return redirect(url_for("auth.login"))
