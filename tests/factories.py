@@ -51,10 +51,35 @@ class Factory:
             OPERATOR, {"username": username, "virt_exten": virt_exten, "company": company}
         )
 
+    def browser(self, username: str, password: str = "correct horse battery"):
+        """A test client signed in through the real /login form (CSRF token and all).
+
+        Its `csrf` attribute holds the session's CSRF token for later form posts."""
+        client = self.app.test_client()
+        page = client.get("/login")
+        token = csrf_from(page.get_data(as_text=True))
+        response = client.post(
+            "/login", data={"csrf_token": token, "username": username, "password": password}
+        )
+        assert response.status_code == 302, response.get_data(as_text=True)
+        client.csrf = csrf_from(client.get("/login").get_data(as_text=True))
+        return client
+
     def api(self, caller: Caller | None, op: str, body: Any, **kwargs: Any):
         """POST a JSON body to /rest/ops/<op>/ as `caller` (None: no credentials)."""
         headers = caller.headers if caller else {}
         return self.client.post(f"/rest/ops/{op}/", json=body, headers=headers, **kwargs)
+
+
+def csrf_from(html: str) -> str:
+    """The CSRF token a page carries (hidden form field or the htmx header attribute)."""
+    import re
+
+    match = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', html) or re.search(
+        r'"X-CSRFToken": "([^"]+)"', html
+    )
+    assert match, "no CSRF token on the page"
+    return match.group(1)
 
 
 def snapshot() -> dict[str, Any]:
