@@ -76,10 +76,16 @@ class Page:
     total: int
 
 
+def may_create_delete(principal: Principal, kind: Kind) -> bool:
+    """Whether the principal may create and delete records of this kind at all (for some
+    company): the pages use it to show only the controls that will work."""
+    return principal.system_admin or (kind.company_admin_creates and principal.is_admin)
+
+
 def _require_create_delete(principal: Principal, kind: Kind, verb: str) -> None:
-    if kind.company_admin_creates:
-        principal.require_admin()
-    else:
+    if not may_create_delete(principal, kind):
+        if kind.company_admin_creates:
+            principal.require_admin()
         principal.require_system_admin(f"{verb} {kind.label}s")
 
 
@@ -93,8 +99,13 @@ def require_companies_exist(session: Session, companies: Sequence[str], batch: b
             raise Invalid(f"Company '{company}' does not exist.", {field: "unknown company"})
 
 
-def _filters(kind: Kind, scope: dict[str, str]) -> list:
-    return [getattr(kind.model, f) == v for f, v in scope.items()]
+def _filters(kind: Kind, scope: dict[str, str], prefix: bool = False) -> list:
+    return [
+        getattr(kind.model, f).startswith(v, autoescape=True)
+        if prefix and f != "company"
+        else getattr(kind.model, f) == v
+        for f, v in scope.items()
+    ]
 
 
 def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
@@ -163,12 +174,23 @@ class _Row:
 
 
 def read(
-    principal: Principal, kind: Kind, scope: Any, limit: Any = None, offset: Any = None
+    principal: Principal,
+    kind: Kind,
+    scope: Any,
+    limit: Any = None,
+    offset: Any = None,
+    sort: str | None = None,
+    descending: bool = False,
+    prefix: bool = False,
 ) -> Page:
     """Rows matching every scope field exactly, sorted by key, restricted silently to the
-    companies the principal administers; `total` counts all matches, `rows` one page."""
+    companies the principal administers; `total` counts all matches, `rows` one page.
+
+    `sort` (pages only) names one of the kind's fields, checked against that allow-list, and
+    the key fields follow it so the order is total and paging stable. With `prefix` (pages,
+    as someone types) every field but company matches from its start instead of exactly."""
     principal.require_admin()
-    filters = _filters(kind, parse_part(kind.scope_part, scope, "scope"))
+    filters = _filters(kind, parse_part(kind.scope_part, scope, "scope"), prefix)
     limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
     offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
     visible = principal.admin_scope()
@@ -177,6 +199,11 @@ def read(
     session = db.session
     total = session.scalar(select(func.count()).select_from(kind.model).where(*filters)) or 0
     order = [getattr(kind.model, f) for f in kind.order]
+    if sort is not None:
+        if sort not in kind.fields:
+            raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
+        column = getattr(kind.model, sort)
+        order = [column.desc() if descending else column.asc(), *order]
     query = select(kind.model).where(*filters).order_by(*order).limit(limit).offset(offset)
     rows = [kind.as_dict(r) for r in session.scalars(query)]
     return Page(rows=rows, total=total)

@@ -7,6 +7,21 @@ the services, and a ServiceError becomes a 403/404 page or field messages on the
 from __future__ import annotations
 
 from flask import Flask, redirect, url_for
+from flask_login import login_required
+
+
+@login_required
+def index():
+    """`/` opens the DDI list (decisions.md §7); an account that may not manage DDIs is sent
+    where it may go instead of to a 403."""
+    from .common import principal
+
+    me = principal()
+    if me.is_admin:
+        return redirect(url_for("records.ddis_list"))
+    if me.may_report:
+        return redirect(url_for("reports.ddis"))
+    return redirect(url_for("account.tokens"))
 
 
 def register(app: Flask) -> None:
@@ -17,4 +32,4 @@ def register(app: Flask) -> None:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
-    app.add_url_rule("/", "index", lambda: redirect(url_for("records.ddis")))
+    app.add_url_rule("/", "index", index)

@@ -29,12 +29,12 @@ class LoginForm(FlaskForm):
 def safe_next(target: str | None) -> str:
     """`next` only to a path on this site: no scheme, no host, no '//' or backslash tricks."""
     if not target:
-        return url_for("records.ddis")
+        return url_for("index")
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
-        return url_for("records.ddis")
+        return url_for("index")
     if "\\" in target or any(ord(ch) < 32 for ch in target):
-        return url_for("records.ddis")
+        return url_for("index")
     return target
 
 

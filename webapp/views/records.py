@@ -1,18 +1,332 @@
-"""DDI and phone-user pages: /ddis, /users and their forms."""
+"""DDI and phone-user pages: /ddis, /users, their forms and CSV downloads.
 
-from flask import Blueprint
+One set of views serves both kinds (a Screen says what differs); the services decide access
+and validate, the views only translate forms and query strings.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    stream_with_context,
+    url_for,
+)
 from flask_login import login_required
+from flask_wtf import FlaskForm
+from wtforms import SelectField, StringField
+
+from ..access import Principal
+from ..services import companies, ddis, phone_users, records
+from ..services.errors import Invalid, NotFound, ServiceError
+from .common import apply_field_errors, is_htmx, principal
 
 bp = Blueprint("records", __name__)
+PER_PAGE = 50
+CSV_CHUNK = 5000
+
+
+class _Obj:
+    """Attribute access over a row dict, for the Kind's naming helpers."""
+
+    def __init__(self, data: dict[str, str]):
+        self.__dict__.update(data)
+
+
+@dataclass(frozen=True)
+class Screen:
+    name: str  # ddi | user: endpoint prefix
+    plural: str  # ddis | users: list endpoint and URL
+    title: str
+    service: ModuleType
+    kind: records.Kind
+    url_keys: tuple[str, ...]  # what names one record in its URL
+
+    def keys_of(self, row: dict[str, str]) -> dict[str, str]:
+        return {k: row[k] for k in self.url_keys}
+
+    def label_of(self, row: dict[str, str]) -> str:
+        """How messages name a record: '44:2071234567', 'acme/ana.kim'."""
+        return self.kind.target(_Obj(row)).split(" ", 1)[1]
+
+
+DDI = Screen("ddi", "ddis", "DDIs", ddis, ddis.KIND, ("dialcode", "number"))
+USER = Screen(
+    "user", "users", "Phone users", phone_users, phone_users.KIND, ("company", "username")
+)
+
+
+class RecordForm(FlaskForm):
+    """Only the CSRF check is WTForms'; the fields are validated by the service."""
+
+    dialcode = StringField("Dialcode")
+    number = StringField("Number")
+    username = StringField("Username")
+    virt_exten = StringField("Extension")
+    company = SelectField("Company", validate_choice=False)
+
+
+def _company_choices(p: Principal) -> list[tuple[str, str]]:
+    scope = p.admin_scope()
+    return [
+        (c.id, f"{c.id} — {c.name}") for c in companies.visible(p) if scope is None or c.id in scope
+    ]
+
+
+def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
+    form = RecordForm()
+    form.company.choices = _company_choices(p)
+    form.visible_fields = fields  # type: ignore[attr-defined]
+    return form
+
+
+def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
+    return {f: (getattr(form, f).data or "").strip() for f in fields}
+
+
+# --- lists -------------------------------------------------------------------------------------
+def _query(screen: Screen) -> dict[str, Any]:
+    """The list's state from the query string: filters, sort, page (bad values fall back)."""
+    args = request.args
+    page = args.get("page", "1")
+    return {
+        "filters": {f: args[f].strip() for f in screen.kind.fields if args.get(f, "").strip()},
+        "sort": args.get("sort") if args.get("sort") in screen.kind.fields else None,
+        "descending": args.get("dir") == "desc",
+        "page": int(page) if page.isdigit() and 0 < int(page) < 10**6 else 1,
+    }
+
+
+def _read(p: Principal, screen: Screen, state: dict[str, Any], limit: int, offset: int):
+    """One page of the list as the query string describes it; filters match from the start,
+    as someone typing expects."""
+    return screen.service.read(
+        p,
+        state["filters"],
+        limit=limit,
+        offset=offset,
+        sort=state["sort"],
+        descending=state["descending"],
+        prefix=True,
+    )
+
+
+def _list(screen: Screen):
+    p = principal()
+    state = _query(screen)
+    error, status = None, 200
+    try:
+        page = _read(p, screen, state, PER_PAGE, (state["page"] - 1) * PER_PAGE)
+    except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
+        p.require_admin()
+        page, status = records.Page(rows=[], total=0), 400
+        error = "; ".join(f"{k}: {v}" for k, v in exc.fields.items()) or exc.message
+    context = {
+        "screen": screen,
+        "page": page,
+        "state": state,
+        "error": error,
+        "per_page": PER_PAGE,
+        "may_create": records.may_create_delete(p, screen.kind),
+        "companies": _company_choices(p),
+    }
+    template = "records/_rows.html" if is_htmx() else "records/list.html"
+    return render_template(template, **context), status
 
 
 @bp.get("/ddis")
 @login_required
-def ddis():
-    return "todo", 501
+def ddis_list():
+    return _list(DDI)
 
 
 @bp.get("/users")
 @login_required
-def users():
-    return "todo", 501
+def users_list():
+    return _list(USER)
+
+
+def _csv(screen: Screen) -> Response:
+    p = principal()
+    state = _query(screen)
+    # Read the first chunk before streaming, so a refusal is an ordinary error page.
+    first = _read(p, screen, state, CSV_CHUNK, 0)
+
+    def rows() -> Iterator[str]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(screen.kind.fields)
+        chunk, offset = first, 0
+        while True:
+            for row in chunk.rows:
+                writer.writerow([neutralise(row[f]) for f in screen.kind.fields])
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+            offset += CSV_CHUNK
+            if offset >= chunk.total or not chunk.rows:
+                return
+            chunk = _read(p, screen, state, CSV_CHUNK, offset)
+
+    response = Response(stream_with_context(rows()), mimetype="text/csv")
+    response.headers["Content-Disposition"] = f"attachment; filename={screen.plural}.csv"
+    return response
+
+
+def neutralise(value: str) -> str:
+    """A cell a spreadsheet would run as a formula (= + - @, tab, CR) is prefixed with '."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+@bp.get("/ddis.csv")
+@login_required
+def ddis_csv():
+    return _csv(DDI)
+
+
+@bp.get("/users.csv")
+@login_required
+def users_csv():
+    return _csv(USER)
+
+
+# --- one record --------------------------------------------------------------------------------
+def _find(p: Principal, screen: Screen, keys: dict[str, str]) -> dict[str, str]:
+    """The visible record named by the URL; a malformed or invisible one is simply not found."""
+    try:
+        page = screen.service.read(p, keys, limit=1)
+    except Invalid:
+        raise NotFound(f"No such {screen.kind.label}.") from None
+    if not page.rows:
+        raise NotFound(f"No such {screen.kind.label}.")
+    return page.rows[0]
+
+
+def _done(screen: Screen, message: str):
+    flash(message, "success")
+    target = url_for(f"records.{screen.plural}_list")
+    if is_htmx():  # the form sat in a panel of the list: reload the list with the message
+        response = make_response("", 200)
+        response.headers["HX-Redirect"] = target
+        return response
+    return redirect(target)
+
+
+def _render_form(screen: Screen, form: RecordForm, action: str, record=None, status=200):
+    template = "records/_form.html" if is_htmx() else "records/form.html"
+    return render_template(template, screen=screen, form=form, action=action, record=record), status
+
+
+def _create(screen: Screen):
+    p = principal()
+    if not records.may_create_delete(p, screen.kind):
+        screen.service.create(p, None)  # raises the service's Forbidden, with its message
+    form = _form(p, screen, screen.kind.fields)
+    if request.method == "POST" and form.validate_on_submit():
+        values = _values(form, screen.kind.fields)
+        try:
+            screen.service.create(p, values)
+        except ServiceError as exc:
+            if exc.status == 403:
+                raise
+            apply_field_errors(form, exc)
+            return _render_form(screen, form, "create", status=400)
+        return _done(screen, f"Created {screen.kind.label} {screen.label_of(values)}.")
+    return _render_form(screen, form, "create", status=400 if request.method == "POST" else 200)
+
+
+def _change(screen: Screen, keys: dict[str, str], action: str):
+    """Edit (update) or link: set virt_exten and company of one record."""
+    p = principal()
+    record = _find(p, screen, keys)
+    form = _form(p, screen, ("virt_exten", "company"))
+    if request.method == "GET":
+        form.virt_exten.data = record["virt_exten"]
+        form.company.data = record["company"]
+    elif form.validate_on_submit():
+        values = _values(form, ("virt_exten", "company"))
+        try:
+            if action == "link":
+                ddis.link(p, {k: record[k] for k in ("dialcode", "number")}, values)
+                changed = 1
+            else:
+                scope = {**screen.keys_of(record), "company": record["company"]}
+                changed = screen.service.update(p, scope, values)
+        except ServiceError as exc:
+            if exc.status in (403, 404):
+                raise
+            apply_field_errors(form, exc)
+            return _render_form(screen, form, action, record, status=400)
+        verb = "Linked" if action == "link" else ("Saved" if changed else "No changes to")
+        return _done(screen, f"{verb} {screen.kind.label} {screen.label_of(record)}.")
+    else:
+        return _render_form(screen, form, action, record, status=400)
+    return _render_form(screen, form, action, record)
+
+
+def _delete(screen: Screen, keys: dict[str, str]):
+    p = principal()
+    record = _find(p, screen, keys)
+    if not records.may_create_delete(p, screen.kind):
+        screen.service.delete(p, {"company": record["company"]})  # the service's Forbidden
+    form = FlaskForm()
+    if request.method == "POST" and form.validate_on_submit():
+        screen.service.delete(p, {**screen.keys_of(record), "company": record["company"]})
+        return _done(screen, f"Deleted {screen.kind.label} {screen.label_of(record)}.")
+    template = "records/_delete.html" if is_htmx() else "records/delete.html"
+    status = 400 if request.method == "POST" else 200
+    return render_template(template, screen=screen, form=form, record=record), status
+
+
+@bp.route("/ddis/new", methods=["GET", "POST"])
+@login_required
+def ddi_new():
+    return _create(DDI)
+
+
+@bp.route("/ddis/<dialcode>/<number>/edit", methods=["GET", "POST"])
+@login_required
+def ddi_edit(dialcode: str, number: str):
+    return _change(DDI, {"dialcode": dialcode, "number": number}, "edit")
+
+
+@bp.route("/ddis/<dialcode>/<number>/link", methods=["GET", "POST"])
+@login_required
+def ddi_link(dialcode: str, number: str):
+    return _change(DDI, {"dialcode": dialcode, "number": number}, "link")
+
+
+@bp.route("/ddis/<dialcode>/<number>/delete", methods=["GET", "POST"])
+@login_required
+def ddi_delete(dialcode: str, number: str):
+    return _delete(DDI, {"dialcode": dialcode, "number": number})
+
+
+@bp.route("/users/new", methods=["GET", "POST"])
+@login_required
+def user_new():
+    return _create(USER)
+
+
+@bp.route("/users/<company>/<username>/edit", methods=["GET", "POST"])
+@login_required
+def user_edit(company: str, username: str):
+    return _change(USER, {"company": company, "username": username}, "edit")
+
+
+@bp.route("/users/<company>/<username>/delete", methods=["GET", "POST"])
+@login_required
+def user_delete(company: str, username: str):
+    return _delete(USER, {"company": company, "username": username})
