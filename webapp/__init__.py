@@ -43,6 +43,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     from . import (
         auth,  # noqa: F401  (registers the session loader)
+        security,
         views,
     )
     from .cli import register_cli
@@ -52,6 +53,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     app.register_blueprint(rest_bp)
     views.register(app)
+    security.register(app)
     app.add_url_rule("/healthz", "healthz", healthz)
     rest_errors.register(app)
     register_cli(app)

@@ -11,7 +11,9 @@ from wtforms import PasswordField, StringField
 from wtforms.validators import InputRequired, Length
 
 from ..extensions import login_manager
+from ..security import record_sign_in_failure, sign_in_blocked
 from ..services import accounts
+from .common import error_page
 
 bp = Blueprint("auth", __name__)
 login_manager.login_view = "auth.login"
@@ -42,8 +44,11 @@ def safe_next(target: str | None) -> str:
 def login():
     form = LoginForm()
     if form.validate_on_submit():
+        if sign_in_blocked(form.username.data):
+            return error_page(429, "Too many failed sign-ins; wait 15 minutes and try again.")
         account = accounts.authenticate_password(form.username.data, form.password.data)
         if account is None:
+            record_sign_in_failure(form.username.data)
             form.form_errors.append(BAD_CREDENTIALS)
         else:
             destination = safe_next(request.args.get("next"))

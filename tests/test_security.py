@@ -1,0 +1,89 @@
+"""Headers on every response, and sign-in failure limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from .factories import csrf_from
+
+
+def test_every_response_carries_the_security_headers(factory):
+    factory.company("acme")
+    admin = factory.account("root", system_admin=True)
+    browser = factory.browser("root")
+    responses = [
+        factory.client.get("/login"),
+        factory.client.get("/rest/version"),
+        factory.api(admin, "read", {"type": "ddi"}),
+        factory.api(None, "read", {"type": "ddi"}),
+        browser.get("/ddis"),
+        browser.get("/nope"),
+    ]
+    for response in responses:
+        csp = response.headers["Content-Security-Policy"]
+        for directive in (
+            "script-src 'self'",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "frame-ancestors 'none'",
+        ):
+            assert directive in csp
+        assert "unsafe-inline" not in csp
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Referrer-Policy"] == "same-origin"
+        assert "Strict-Transport-Security" not in response.headers  # HTTPS not configured
+
+
+def test_signed_in_pages_and_api_answers_are_not_cached(factory):
+    factory.account("root", system_admin=True)
+    browser = factory.browser("root")
+    assert browser.get("/ddis").headers["Cache-Control"] == "no-store"
+    assert factory.client.get("/rest/version").headers["Cache-Control"] == "no-store"
+    assert "no-store" not in factory.client.get("/static/app.css").headers.get("Cache-Control", "")
+
+
+def test_hsts_when_https_is_configured(app, factory):
+    app.config["HTTPS"] = True
+    response = factory.client.get("/login")
+    assert response.headers["Strict-Transport-Security"].startswith("max-age=")
+
+
+def test_pages_have_no_inline_script_or_style(factory):
+    factory.company("acme")
+    factory.account("root", system_admin=True)
+    browser = factory.browser("root")
+    from bs4 import BeautifulSoup
+
+    for path in ("/login", "/ddis", "/users", "/ddis/new"):
+        soup = BeautifulSoup(browser.get(path).get_data(as_text=True), "html.parser")
+        assert all(script.get("src") for script in soup.find_all("script")), path
+        assert not soup.find_all("style"), path
+        assert not soup.select("[style]"), path
+        assert not [t for t in soup.find_all(True) if any(a.startswith("on") for a in t.attrs)], (
+            path
+        )
+
+
+@pytest.mark.parametrize("vary", ["account", "address"])
+def test_ten_failed_sign_ins_then_429(factory, vary):
+    factory.account("root", system_admin=True)
+    client = factory.client
+    token = csrf_from(client.get("/login").get_data(as_text=True))
+
+    def attempt(username, password, address="10.0.0.1"):
+        return client.post(
+            "/login",
+            data={"csrf_token": token, "username": username, "password": password},
+            environ_base={"REMOTE_ADDR": address},
+        )
+
+    for i in range(10):
+        # Per account: the same account from many addresses; per address: many accounts.
+        user, address = ("root", f"10.0.1.{i}") if vary == "account" else (f"u{i}", "10.0.0.9")
+        assert attempt(user, "wrong password!", address).status_code == 400
+    user, address = ("root", "10.0.2.1") if vary == "account" else ("root", "10.0.0.9")
+    blocked = attempt(user, "correct horse battery", address)
+    assert blocked.status_code == 429
+    # Another account from another address is unaffected.
+    factory.account("other", system_admin=False)
+    assert attempt("other", "correct horse battery", "10.9.9.9").status_code == 302

@@ -1,0 +1,57 @@
+"""Response headers every answer carries, and the sign-in failure limits (decisions.md §8)."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, current_app, request
+from flask_login import current_user
+from limits import parse
+
+from .extensions import limiter
+
+# No inline script or style anywhere: htmx and app.css come from static/, and htmx is told
+# not to inject its indicator <style> (base.html).
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; object-src 'none'; base-uri 'self'; "
+    "frame-ancestors 'none'"
+)
+SIGN_IN_LIMIT = "10 per 15 minutes"
+
+
+def add_headers(response: Response) -> Response:
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy", CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("Referrer-Policy", "same-origin")
+    headers.setdefault("X-Frame-Options", "DENY")
+    # Pages of a signed-in account and every API answer may hold company data: no cache keeps
+    # them (a shared computer's back button, a proxy). Static files stay cacheable.
+    if request.endpoint != "static" and (
+        request.path.startswith("/rest/") or current_user.is_authenticated
+    ):
+        headers["Cache-Control"] = "no-store"
+    if current_app.config.get("HTTPS"):
+        headers.setdefault("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+    return response
+
+
+def register(app: Flask) -> None:
+    app.after_request(add_headers)
+
+
+def _sign_in_keys(username: str) -> list[tuple[str, str]]:
+    return [("sign-in-account", username.lower()), ("sign-in-address", request.remote_addr or "?")]
+
+
+def sign_in_blocked(username: str) -> bool:
+    """Whether this account or this address has failed 10 times in the last 15 minutes."""
+    item = parse(current_app.config.get("SIGN_IN_LIMIT", SIGN_IN_LIMIT))
+    return any(not limiter.limiter.test(item, *key) for key in _sign_in_keys(username))
+
+
+def record_sign_in_failure(username: str) -> None:
+    """Count a failed sign-in against the account and the address (shared storage, so several
+    workers count together when RATELIMIT_STORAGE_URI points at Redis)."""
+    item = parse(current_app.config.get("SIGN_IN_LIMIT", SIGN_IN_LIMIT))
+    for key in _sign_in_keys(username):
+        limiter.limiter.hit(item, *key)
