@@ -1,0 +1,305 @@
+"""GET /rest/openapi.json: the OpenAPI 3.1 document, generated from the very specifications the
+request validation uses (fields.FORMATS, the Kinds' Parts, ops.TOP_LEVEL), so the two cannot
+drift apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import jsonify
+
+from ..services import ddis, records
+from ..services.fields import FORMATS, Part
+from ..services.reports import KINDS as REPORT_TOTALS
+from . import bp
+from .meta import API_LABEL, package_version
+from .ops import SERVICES, TOP_LEVEL
+
+FIELD_DESCRIPTIONS = {
+    "dialcode": "Dialcode part of the DDI",
+    "number": "Number part of the DDI (dialcode and number together at most 17 digits)",
+    "virt_exten": "Linked extension",
+    "company": "Company identifier",
+    "username": "Phone user's name, unique within its company",
+}
+ERRORS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(part: Part) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {f: _ref(f) for f in part.allowed},
+        "additionalProperties": False,
+    }
+    if part.required:
+        schema["required"] = list(part.required)
+    if part.at_least_one:
+        schema["minProperties"] = 1
+    return schema
+
+
+def _request(op: str, kind: records.Kind) -> dict[str, Any]:
+    """The body of `op` for one record type."""
+    properties: dict[str, Any] = {"type": {"const": kind.name}}
+    required = ["type"]
+    if op == "create":
+        one = _object(kind.create_part)
+        properties["values"] = {
+            "oneOf": [
+                one,
+                {"type": "array", "items": one, "minItems": 1, "maxItems": records.MAX_BATCH},
+            ]
+        }
+        required.append("values")
+    elif op == "read":
+        properties["scope"] = _object(kind.scope_part)
+        properties["limit"] = {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": records.MAX_LIMIT,
+            "default": records.DEFAULT_LIMIT,
+        }
+        properties["offset"] = {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": records.MAX_OFFSET,
+            "default": 0,
+        }
+    elif op == "update":
+        properties["scope"] = _object(kind.scoped_write_part)
+        properties["values"] = _object(kind.update_part)
+        required += ["scope", "values"]
+    elif op == "link":
+        properties["scope"] = _object(ddis.LINK_SCOPE)
+        properties["values"] = _object(ddis.LINK_VALUES)
+        required += ["scope", "values"]
+    elif op == "delete":
+        properties["scope"] = _object(kind.scoped_write_part)
+        required.append("scope")
+    assert set(properties) <= set(TOP_LEVEL[op]), (op, properties)  # the parser's own list
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {
+        str(s): {
+            "description": ERRORS[s],
+            "content": {"application/json": {"schema": _ref("Error")}},
+        }
+        for s in statuses
+    }
+
+
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"200": {"description": "success", "content": {"application/json": {"schema": schema}}}}
+
+
+def _numrows() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["result", "numrows"],
+        "properties": {"result": {"const": "success"}, "numrows": {"type": "integer"}},
+    }
+
+
+def document() -> dict[str, Any]:
+    kinds = {name: service.KIND for name, service in SERVICES.items()}
+    schemas: dict[str, Any] = {
+        field: {
+            "type": "string",
+            "pattern": f"^{pattern.pattern}$",
+            "description": FIELD_DESCRIPTIONS[field],
+        }
+        for field, (pattern, _why) in FORMATS.items()
+    }
+    schemas["Error"] = {
+        "type": "object",
+        "required": ["result", "error"],
+        "properties": {
+            "result": {"const": "error"},
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "enum": sorted(set(ERRORS.values()))},
+                    "message": {"type": "string"},
+                    "fields": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+        },
+    }
+    paths: dict[str, Any] = {}
+    for op in ("create", "read", "update", "link", "delete"):
+        types = ["ddi"] if op == "link" else list(kinds)
+        body = {"oneOf": [_request(op, kinds[t]) for t in types]}
+        if op == "read":
+            row = {
+                "oneOf": [
+                    _object(Part(allowed=kinds[t].fields, required=kinds[t].fields)) for t in types
+                ]
+            }
+            answer = {
+                "type": "object",
+                "required": ["result", "values", "numrows", "total"],
+                "properties": {
+                    "result": {"const": "success"},
+                    "values": {"type": "array", "items": row},
+                    "numrows": {"type": "integer"},
+                    "total": {"type": "integer"},
+                },
+            }
+        else:
+            answer = _numrows()
+        statuses = [400, 401, 403, 413, 415, 429]
+        statuses += {"create": [409], "link": [404], "update": [409]}.get(op, [])
+        paths[f"/rest/ops/{op}/"] = {
+            "post": {
+                "operationId": op,
+                "summary": f"{op.title()} {' or '.join(types)} records",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                },
+                "responses": {**_ok(answer), **_errors(*sorted(statuses))},
+            }
+        }
+    for path, kind in (("readUserCount", "user"), ("readDDICount", "ddi")):
+        per_day, for_month = REPORT_TOTALS[kind]
+        entry = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "days": {"type": "integer"},
+                "dates": {"type": "object", "additionalProperties": {"type": "integer"}},
+                per_day: {"type": "number"},
+                for_month: {"type": "integer"},
+            },
+        }
+        answer = {
+            "type": "object",
+            "required": ["result", "values"],
+            "properties": {
+                "result": {"const": "success"},
+                "values": {"type": "object", "additionalProperties": entry},
+            },
+        }
+        scope = {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "company": {"type": "array", "items": _ref("company")},
+                "month": {"type": "integer", "minimum": 1, "maximum": 12},
+                "year": {"type": "integer", "minimum": 1970, "maximum": 9999},
+            },
+        }
+        body = {
+            "type": "object",
+            "required": ["type"],
+            "additionalProperties": False,
+            "properties": {"type": {"const": "cdr"}, "scope": scope},
+        }
+        responses = {**_ok(answer), **_errors(400, 401, 403, 429)}
+        paths[f"/rest/call/{path}"] = {
+            "post": {
+                "operationId": f"{path}Post",
+                "responses": {**responses, **_errors(413, 415)},
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                },
+            },
+            "get": {
+                "operationId": f"{path}Get",
+                "responses": responses,
+                "parameters": [
+                    {
+                        "name": "company",
+                        "in": "query",
+                        "schema": {"type": "array", "items": _ref("company")},
+                        "style": "form",
+                        "explode": True,
+                    },
+                    {
+                        "name": "month",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 12},
+                    },
+                    {
+                        "name": "year",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1970, "maximum": 9999},
+                    },
+                ],
+            },
+        }
+    paths["/rest/version"] = {
+        "get": {
+            "operationId": "version",
+            "security": [],
+            "responses": _ok(
+                {
+                    "type": "object",
+                    "properties": {
+                        "result": {"const": "success"},
+                        "version": {"const": API_LABEL},
+                        "api": {"type": "string"},
+                    },
+                }
+            ),
+        }
+    }
+    paths["/rest/openapi.json"] = {
+        "get": {"operationId": "openapi", "security": [], "responses": _ok({"type": "object"})}
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "telephony-admin",
+            "version": API_LABEL,
+            "x-package-version": package_version(),
+            "description": "DDI administration and billing counts. Errors always use the "
+            "Error envelope; see the README for the status table.",
+        },
+        "security": [{"bearer": []}, {"session": []}],
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API token from `flask --app app tokens create`.",
+                },
+                "session": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "session",
+                    "description": "A browser session; every POST then needs X-CSRFToken.",
+                },
+            },
+            "schemas": schemas,
+        },
+        "paths": paths,
+    }
+
+
+@bp.get("/openapi.json")
+def openapi_json():
+    return jsonify(document())
