@@ -1,0 +1,652 @@
+"""The report pages /reports/ddis and /reports/users, their .csv variants and the day drill-down
+(decisions.md §3, §4 Reports, §7), for every role, on the HTML the browser gets.
+
+History is inserted directly as HistoryInterval rows (naive UTC) for October 2026, a closed
+month that begins on a Thursday; REPORT_TIMEZONE is UTC unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import calendar
+import csv
+import io
+import random
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from bs4 import BeautifulSoup
+
+from webapp.access import Principal
+from webapp.database import write_transaction
+from webapp.models import HistoryInterval
+from webapp.services import periods, report_days, reports
+from webapp.services.errors import Forbidden, Invalid, NotFound
+
+from .factories import Factory
+
+HOME, OTHER, SECOND = "acme", "globex", "initech"
+ALL = (HOME, OTHER, SECOND)
+NAMES = {HOME: "Acme Telecom", OTHER: "Globex", SECOND: "Initech"}
+KINDS = ("ddi", "user")
+PAGES = {"ddi": "/reports/ddis", "user": "/reports/users"}
+API = {"ddi": "/rest/call/readDDICount", "user": "/rest/call/readUserCount"}
+FIGURES = {
+    "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
+    "user": ("billableUserDaysPerDay", "billableUserDaysForMonth"),
+}
+YEAR, MONTH = 2026, 10
+OCT = {"year": "2026", "month": "10"}
+KEYS = {
+    "ddi": {HOME: "44:1", OTHER: ("44:2", "44:3")},
+    "user": {HOME: "ana", OTHER: ("ana", "bob")},
+}
+EXPECTED = {
+    HOME: [1] * 10 + [0] * 21,  # 10 / 31 = 0.3226
+    OTHER: [1] * 15 + [2] * 16,  # 47 / 31 = 1.5161
+    SECOND: [0] * 31,
+}
+TOTALS = {HOME: (10, "0.3226"), OTHER: (47, "1.5161"), SECOND: (0, "0.0000")}
+LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg", 'File "')
+ROLES = {
+    "root": {"system_admin": True},
+    "summary": {"billing_summary": True},
+    "reporter": {"reporting_for": [HOME]},
+    "cadmin": {"admin_of": [HOME]},
+    "nobody": {},
+}
+SEES = {"root": ALL, "summary": ALL, "reporter": (HOME,)}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute)
+
+
+def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
+    with write_transaction() as session:
+        for kind, company, key, start, end in rows:
+            session.add(
+                HistoryInterval(
+                    kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
+                )
+            )
+
+
+def october() -> list[str]:
+    return [date(YEAR, MONTH, d).isoformat() for d in range(1, 32)]
+
+
+def page(response, status: int = 200) -> BeautifulSoup:
+    html = response.get_data(as_text=True)
+    assert response.status_code == status, html[:800]
+    for word in LEAKS:
+        assert word not in html
+    assert_no_inline_code(html)
+    return BeautifulSoup(html, "html.parser")
+
+
+def assert_no_inline_code(html: str) -> None:
+    """No inline script, style element or style attribute (the CSP forbids them)."""
+    soup = BeautifulSoup(html, "html.parser")
+    for script in soup.find_all("script"):
+        assert script.get("src") and not script.get_text(strip=True), script
+    assert soup.find("style") is None
+    assert soup.find(attrs={"style": True}) is None
+    for tag in soup.find_all(True):
+        assert not any(name.lower().startswith("on") for name in tag.attrs), tag
+
+
+def csv_rows(response) -> list[list[str]]:
+    assert response.status_code == 200, response.get_data(as_text=True)[:500]
+    assert response.mimetype == "text/csv"
+    return list(csv.reader(io.StringIO(response.get_data(as_text=True))))
+
+
+def picker_ids(soup: BeautifulSoup) -> list[str]:
+    return [o["value"] for o in soup.select("select[name=company] option")]
+
+
+def matrix_rows(soup: BeautifulSoup) -> dict[str, list[int]]:
+    return {
+        tr["data-company"]: [int(td.get_text(strip=True)) for td in tr.select("td[data-date]")]
+        for tr in soup.select("table.matrix tbody tr")
+    }
+
+
+def api_values(client, kind: str, query: dict[str, Any]) -> dict[str, Any]:
+    response = client.get(API[kind], query_string=query)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()["values"]
+
+
+# --- the world -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(factory: Factory) -> Factory:
+    for company in ALL:
+        factory.company(company, NAMES[company])
+    for username, grants in ROLES.items():
+        factory.account(username, **grants)
+    rows = []
+    for kind in KINDS:
+        home = KEYS[kind][HOME]
+        first, second = KEYS[kind][OTHER]
+        rows += [
+            (kind, HOME, home, at(2026, 9, 1), at(2026, 9, 20)),
+            (kind, HOME, home, at(2026, 9, 30, 12), at(2026, 10, 1)),  # ends at Oct 1 00:00
+            (kind, HOME, home, at(2026, 10, 1), at(2026, 10, 11)),  # days 1 to 10
+            (kind, HOME, home, at(2026, 10, 11, 8), at(2026, 10, 11, 8)),  # zero length
+            (kind, OTHER, first, at(2026, 9, 20), at(2026, 11, 5)),  # every day
+            (kind, OTHER, second, at(2026, 10, 16, 12), None),  # from the 16th, still open
+        ]
+    add_history(*rows)
+    return factory
+
+
+@pytest.fixture
+def browsers(world):
+    cache: dict[str, Any] = {}
+
+    def get(username: str):
+        if username not in cache:
+            cache[username] = world.browser(username)
+        return cache[username]
+
+    return get
+
+
+# --- who gets in -----------------------------------------------------------------------------
+
+
+def all_paths(kind: str) -> list[str]:
+    base = PAGES[kind]
+    return [
+        base,
+        f"{base}?month=10&year=2026",
+        f"{base}?month=13",  # a bad parameter does not reveal the page either
+        f"{base}.csv",
+        f"{base}.csv?month=10&year=2026&company={HOME}",
+        f"{base}/day?company={HOME}&date=2026-10-05",
+        f"{base}/day?company=nope&date=bad",
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_signed_out_visitor_is_sent_to_login(world, client, kind):
+    for path in all_paths(kind):
+        response = client.get(path)
+        assert response.status_code == 302, path
+        assert response.headers["Location"].split("?")[0].endswith("/login"), path
+
+
+@pytest.mark.parametrize("username", ["cadmin", "nobody"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_accounts_without_report_grant_get_403(browsers, kind, username):
+    browser = browsers(username)
+    for path in all_paths(kind):
+        soup = page(browser.get(path), 403)
+        assert soup.find("table") is None, path
+        assert soup.find("select", attrs={"name": "company"}) is None, path
+        assert soup.select("a[href^='/reports']") == [], path  # no way in shown either
+
+
+@pytest.mark.parametrize("username", ["root", "summary", "reporter"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_role_sees_exactly_its_companies(browsers, kind, username):
+    browser = browsers(username)
+    sees = SEES[username]
+    hidden = [c for c in ALL if c not in sees]
+
+    soup = page(browser.get(PAGES[kind], query_string=OCT))
+    assert picker_ids(soup) == list(sees)
+    if len(sees) > 1:
+        assert list(matrix_rows(soup)) == list(sees)
+    else:
+        assert soup.select_one("table.calendar")["data-company"] == sees[0]
+    for company in hidden:
+        assert NAMES[company] not in str(soup)
+
+    # Asking for every company by name changes nothing for what it may not see.
+    query = {**OCT, "company": list(ALL)}
+    soup = page(browser.get(PAGES[kind], query_string=query))
+    assert picker_ids(soup) == list(sees)
+    shown = (
+        list(matrix_rows(soup))
+        if len(sees) > 1
+        else [soup.select_one("table.calendar")["data-company"]]
+    )
+    assert shown == list(sees)
+    for company in hidden:
+        assert NAMES[company] not in str(soup)
+    rows = csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=query))
+    assert [r[0] for r in rows[1:]] == list(sees)
+
+    # Only companies it may not see: nothing to show, and nothing in the CSV but the header.
+    if hidden:
+        query = {**OCT, "company": hidden}
+        soup = page(browser.get(PAGES[kind], query_string=query))
+        assert soup.select("table.matrix, table.calendar") == []
+        assert soup.select_one(".empty") is not None
+        assert len(csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=query))) == 1
+        for company in hidden:
+            response = browser.get(
+                f"{PAGES[kind]}/day", query_string={"company": company, "date": "2026-10-20"}
+            )
+            page(response, 404)
+            assert KEYS[kind][OTHER][0] not in response.get_data(as_text=True)
+
+
+# --- the calendar ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_company_is_a_calendar_from_monday(browsers, kind):
+    browser = browsers("root")
+    for company in (HOME, OTHER):
+        soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": company}))
+        table = soup.select_one("table.calendar")
+        assert table is not None and soup.select_one("table.matrix") is None
+        headers = [th.get_text(strip=True) for th in table.select("thead th")]
+        assert headers == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        weeks = table.select("tbody tr")
+        assert len(weeks) == 5  # Oct 2026: Thu 1st to Sat 31st
+        cells = [tr.find_all("td", recursive=False) for tr in weeks]
+        assert all(len(week) == 7 for week in cells)
+        # October 1st 2026 is a Thursday: Monday to Wednesday of the first week are empty.
+        first = cells[0]
+        for cell in first[:3]:
+            assert "out" in cell["class"] and not cell.get_text(strip=True)
+            assert not cell.has_attr("data-date")
+        assert first[3]["data-date"] == "2026-10-01"
+        assert first[6]["data-date"] == "2026-10-04"  # a Sunday, last column
+        assert cells[4][5]["data-date"] == "2026-10-31"  # a Saturday
+        assert "out" in cells[4][6]["class"] and not cells[4][6].get_text(strip=True)
+        # Every date holds its day number and its peak, linked to its drill-down.
+        found = {}
+        for week in cells:
+            for column, cell in enumerate(week):
+                if not cell.has_attr("data-date"):
+                    continue
+                day = date.fromisoformat(cell["data-date"])
+                assert day.weekday() == column
+                assert cell.select_one(".daynum").get_text(strip=True) == str(day.day)
+                found[cell["data-date"]] = int(cell.select_one(".peak").get_text(strip=True))
+                link = cell.select_one("a.day")
+                assert link["href"] == link["hx-get"]
+                assert link["hx-target"] == "#panel"
+                assert f"date={day.isoformat()}" in link["href"]
+        assert found == dict(zip(october(), EXPECTED[company], strict=True))
+        # Totals beneath, exactly the service's figures.
+        for_month, per_day = TOTALS[company]
+        assert soup.select_one("[data-total=for-month]").get_text(strip=True) == str(for_month)
+        assert soup.select_one("[data-total=per-day]").get_text(strip=True) == per_day
+        api = api_values(browser, kind, {**OCT, "company": company})[company]
+        assert api[FIGURES[kind][1]] == for_month
+        assert f"{api[FIGURES[kind][0]]:.4f}" == per_day
+        assert soup.select_one("#panel") is not None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_several_companies_are_a_matrix_with_totals(browsers, kind):
+    browser = browsers("summary")
+    soup = page(browser.get(PAGES[kind], query_string=OCT))  # no company: all of them
+    table = soup.select_one("table.matrix")
+    assert table is not None and soup.select_one("table.calendar") is None
+    days = [th.get_text(strip=True) for th in table.select("thead th[data-date]")]
+    assert days == [str(d) for d in range(1, 32)]
+    assert matrix_rows(soup) == {c: EXPECTED[c] for c in ALL}
+    for tr in table.select("tbody tr"):
+        for_month, per_day = TOTALS[tr["data-company"]]
+        assert tr.select_one("[data-total=for-month]").get_text(strip=True) == str(for_month)
+        assert tr.select_one("[data-total=per-day]").get_text(strip=True) == per_day
+        assert NAMES[tr["data-company"]] in tr.th.get_text()
+    # Two picked companies: a matrix of those two.
+    soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": [OTHER, HOME]}))
+    assert list(matrix_rows(soup)) == [HOME, OTHER]
+    selected = [o["value"] for o in soup.select("select[name=company] option[selected]")]
+    assert selected == [HOME, OTHER]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_csv_has_the_api_figures(browsers, kind):
+    browser = browsers("root")
+    for query in (OCT, {**OCT, "company": [HOME, SECOND]}, {}, {"month": "9"}):
+        response = browser.get(f"{PAGES[kind]}.csv", query_string=query)
+        rows = csv_rows(response)
+        values = api_values(browser, kind, query)
+        per_day_key, month_key = FIGURES[kind]
+        dates = list(next(iter(values.values()))["dates"])
+        assert rows[0] == [
+            "company",
+            "name",
+            *dates,
+            "billable_days_for_month",
+            "billable_days_per_day",
+        ]
+        assert [r[0] for r in rows[1:]] == list(values)
+        for row in rows[1:]:
+            entry = values[row[0]]
+            assert row[1] == entry["name"]
+            assert [int(v) for v in row[2:-2]] == list(entry["dates"].values())
+            assert int(row[-2]) == entry[month_key]
+            assert float(row[-1]) == entry[per_day_key]
+        year, month = dates[0][:4], dates[0][5:7]
+        stem = "ddi-counts" if kind == "ddi" else "user-counts"
+        assert response.headers["Content-Disposition"] == (
+            f"attachment; filename={stem}-{year}-{month}.csv"
+        )
+    rows = csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=OCT))
+    assert rows[1][2:] == [*map(str, EXPECTED[HOME]), "10", "0.3226"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_default_is_the_current_month_to_date_with_month_links(browsers, kind):
+    browser = browsers("root")
+    today = datetime.now(UTC).date()
+    soup = page(browser.get(PAGES[kind]))
+    days = [th.get_text(strip=True) for th in soup.select("table.matrix thead th[data-date]")]
+    assert days == [str(d) for d in range(1, today.day + 1)]
+    assert soup.select_one("a[rel=next]") is None  # never into the future
+    previous = soup.select_one("a[rel=prev]")["href"]
+    back = (today.replace(day=1) - timedelta(days=1)).replace(day=1)
+    assert f"month={back.month}" in previous and f"year={back.year}" in previous
+    assert soup.select_one("select[name=month] option[selected]")["value"] == str(today.month)
+    assert soup.select_one("input[name=year]")["value"] == str(today.year)
+
+    # A past month links both ways and keeps the picked companies.
+    soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": [HOME, OTHER]}))
+    previous = soup.select_one("a[rel=prev]")["href"]
+    following = soup.select_one("a[rel=next]")["href"]
+    for link, month in ((previous, 9), (following, 11)):
+        assert f"month={month}" in link and "year=2026" in link
+        assert f"company={HOME}" in link and f"company={OTHER}" in link
+    assert "month=10" in soup.select_one("a[href*='.csv']")["href"]
+    # January steps back into December of the year before.
+    soup = page(browser.get(PAGES[kind], query_string={"month": "1", "year": "2026"}))
+    previous = soup.select_one("a[rel=prev]")["href"]
+    assert "month=12" in previous and "year=2025" in previous
+
+
+BAD_QUERIES = [
+    {"month": "13"},
+    {"month": "0"},
+    {"month": "abc"},
+    {"month": "-1"},
+    {"month": "1.5"},
+    {"month": "\u0661\u0660"},  # Arabic-Indic digits are not digits here
+    {"month": "10", "year": "20x6"},
+    {"month": "10", "year": "99999"},
+    {"month": "10", "year": "1969"},
+    {"month": ["1", "2"]},
+    {"month": "12", "year": "2026"},  # later this year: the future
+    {"month": "1", "year": "2027"},
+    {"year": "2026"},  # a year needs a month
+    {"company": "Not A Company!"},
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_parameters_re_render_the_page_with_400(browsers, kind):
+    browser = browsers("reporter")
+    for query in BAD_QUERIES:
+        soup = page(browser.get(PAGES[kind], query_string=query), 400)
+        message = soup.select_one(".error[role=alert]").get_text(strip=True)
+        assert message and "scope" not in message, query
+        assert picker_ids(soup) == [HOME]  # the pickers are there to correct it
+        assert soup.select("table.matrix, table.calendar") == []
+        soup = page(browser.get(f"{PAGES[kind]}.csv", query_string=query), 400)
+        assert "scope." not in soup.get_text()
+    # Empty fields, as the picker form may send them, mean "the default".
+    page(browser.get(PAGES[kind], query_string={"company": "", "year": ""}))
+
+
+# --- the drill-down --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_day(world) -> Factory:
+    """October 12th 2026 at acme, for both kinds: peak 3, first reached at 09:00."""
+    rows = []
+    for kind in KINDS:
+        rows += [
+            (kind, HOME, "k1", at(2026, 10, 1), at(2026, 10, 20)),  # all day
+            (kind, HOME, "k5", at(2026, 10, 12, 9), at(2026, 10, 12, 11)),
+            (kind, HOME, "k6", at(2026, 10, 12, 10, 30), at(2026, 10, 12, 12)),
+            (kind, HOME, "k7", at(2026, 10, 12, 10), at(2026, 10, 12, 10)),  # zero length
+            (kind, HOME, "k8", at(2026, 10, 11, 22), at(2026, 10, 12, 10, 30)),  # hands over
+            (kind, HOME, "k9", at(2026, 10, 12, 23), None),  # still open
+            (kind, HOME, "k0", at(2026, 10, 11, 1), at(2026, 10, 12)),  # ends at midnight
+            (kind, OTHER, "x1", at(2026, 10, 12, 9), at(2026, 10, 12, 10)),
+        ]
+    add_history(*rows)
+    return world
+
+
+def records_of(soup: BeautifulSoup) -> dict[str, list[str]]:
+    return {
+        tr["data-key"]: [td.get_text(" ", strip=True) for td in tr.find_all("td")]
+        for tr in soup.select("table.day-records tbody tr")
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_drill_down_lists_the_records_and_the_peak(busy_day, browsers, kind):
+    browser = browsers("reporter")
+    calendar_page = page(browser.get(PAGES[kind], query_string={**OCT}))
+    link = calendar_page.select_one("td[data-date='2026-10-12'] a.day")
+    assert link.select_one(".peak").get_text(strip=True) == "3"
+
+    full = browser.get(link["href"])
+    soup = page(full)
+    assert "<html" in full.get_data(as_text=True)
+    assert soup.select_one("[data-peak]").get_text(strip=True) == "3"
+    peak_at = soup.select_one("[data-peak-at]")
+    assert peak_at.get_text(strip=True) == "09:00:00"
+    assert peak_at["datetime"] == "2026-10-12T09:00:00+00:00"
+    records = records_of(soup)
+    assert list(records) == ["k1", "k8", "k5", "k6", "k9"]  # by start; no k7, k0, x1
+    assert records["k1"][1].startswith("00:00:00") and "day before" in records["k1"][1]
+    assert records["k1"][2] == "end of day (continues)"
+    assert records["k8"][2] == "10:30:00"
+    assert records["k5"][1:3] == ["09:00:00", "11:00:00"]
+    assert records["k6"][1:3] == ["10:30:00", "12:00:00"]
+    assert records["k9"][1:3] == ["23:00:00", "end of day (continues)"]
+    assert [k for k, r in records.items() if r[3] == "yes"] == ["k1", "k8", "k5"]
+    assert soup.select_one("a[href*='month=10']") is not None  # back to the month
+
+    fragment = browser.get(link["hx-get"], headers={"HX-Request": "true"})
+    text = fragment.get_data(as_text=True)
+    assert fragment.status_code == 200
+    assert "<html" not in text and "<body" not in text
+    assert_no_inline_code(text)
+    soup = BeautifulSoup(text, "html.parser")
+    assert soup.select_one("[data-peak]").get_text(strip=True) == "3"
+    assert list(records_of(soup)) == ["k1", "k8", "k5", "k6", "k9"]
+    assert "HX-Request" in fragment.headers.get("Vary", "")
+
+    # A quiet day says so.
+    soup = page(
+        browser.get(f"{PAGES[kind]}/day", query_string={"company": HOME, "date": "2026-09-25"})
+    )
+    assert soup.select_one("[data-peak]").get_text(strip=True) == "0"
+    assert soup.select_one("table.day-records") is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_drill_down_bad_parameters_are_400_or_404(busy_day, browsers, kind):
+    browser = browsers("reporter")
+    path = f"{PAGES[kind]}/day"
+    today = datetime.now(UTC).date()
+    for query in (
+        {},
+        {"company": HOME},
+        {"date": "2026-10-12"},
+        {"company": HOME, "date": "2026-13-01"},
+        {"company": HOME, "date": "2026-02-30"},
+        {"company": HOME, "date": "12/10/2026"},
+        {"company": HOME, "date": "2026-10-12T00:00"},
+        {"company": HOME, "date": "1969-12-31"},
+        {"company": HOME, "date": (today + timedelta(days=1)).isoformat()},
+        {"company": "Bad Company", "date": "2026-10-12"},
+    ):
+        page(browser.get(path, query_string=query), 400)
+        page(browser.get(path, query_string=query, headers={"HX-Request": "true"}), 400)
+    for company in (OTHER, "no-such-company"):
+        page(browser.get(path, query_string={"company": company, "date": "2026-10-12"}), 404)
+
+
+def test_drill_down_service_rules(busy_day):
+    reporter = Principal(username="r", via="ui", reporting_for=frozenset({HOME}))
+    with pytest.raises(Forbidden):
+        report_days.day_detail(Principal(username="n", via="ui"), "ddi", HOME, "2026-10-12")
+    with pytest.raises(Forbidden):
+        report_days.reportable_companies(
+            Principal(username="a", via="ui", admin_of=frozenset({HOME}))
+        )
+    with pytest.raises(NotFound):
+        report_days.day_detail(reporter, "ddi", OTHER, "2026-10-12")
+    with pytest.raises(Invalid):
+        report_days.day_detail(reporter, "ddi", HOME, "2026-10-12", today=date(2026, 10, 11))
+    detail = report_days.day_detail(reporter, "user", HOME, date(2026, 10, 12))
+    assert detail.peak == 3
+    assert detail.peak_at == datetime(2026, 10, 12, 9, tzinfo=UTC)
+    assert [c.id for c in report_days.reportable_companies(reporter)] == [HOME]
+
+
+@pytest.mark.parametrize("zone", ["Europe/London", "America/New_York"])
+def test_drill_down_times_are_in_the_report_timezone(busy_day, browsers, app, zone):
+    app.config["REPORT_TIMEZONE"] = zone
+    browser = browsers("root")
+    soup = page(
+        browser.get("/reports/ddis/day", query_string={"company": OTHER, "date": "2026-10-12"})
+    )
+    local = datetime(2026, 10, 12, 9, tzinfo=UTC).astimezone(periods.zone(zone))
+    assert soup.select_one("[data-peak-at]").get_text(strip=True) == local.strftime("%H:%M:%S")
+    assert zone in soup.get_text()
+
+
+# --- the drill-down's peak is the report's value ---------------------------------------------
+
+
+def random_history(rng: random.Random, year: int, month: int) -> list[tuple]:
+    """Keys moving between companies, back-to-back and overlapping intervals, zero-length ones,
+    instants on midnights, intervals spanning the month's ends, open ones."""
+    first = datetime(year, month, 1)
+    last = first + timedelta(days=calendar.monthrange(year, month)[1])
+    rows = []
+    for kind in KINDS:
+        for n in range(rng.randint(4, 14)):
+            moment = (
+                first
+                - timedelta(days=3)
+                + timedelta(minutes=rng.choice([0, rng.randint(0, 60 * 24 * 36)]))
+            )
+            moment = moment.replace(second=0)
+            if rng.random() < 0.3:
+                moment = moment.replace(hour=0, minute=0)
+            for segment in range(rng.randint(1, 5)):
+                company = rng.choice(ALL)
+                length = rng.choice([0, rng.randint(1, 120), rng.randint(60, 60 * 24 * 9)])
+                end = moment + timedelta(minutes=length)
+                if segment and rng.random() < 0.15:
+                    rows.append((kind, company, f"{kind}{n}", moment, None))
+                    break
+                rows.append((kind, company, f"{kind}{n}", moment, end))
+                if end > last:
+                    break
+                # Back to back (a move), a gap, or an overlap with another key's copy.
+                moment = end + timedelta(minutes=rng.choice([0, 0, rng.randint(1, 3000)]))
+        # Some keys overlap themselves in another company (as an import could not, but the
+        # peak rules still hold).
+        for _ in range(rng.randint(0, 6)):
+            start = first + timedelta(minutes=rng.randint(0, 60 * 24 * 30))
+            rows.append(
+                (
+                    kind,
+                    rng.choice(ALL),
+                    f"{kind}x",
+                    start,
+                    start + timedelta(minutes=rng.randint(1, 900)),
+                )
+            )
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("seed", "zone", "year", "month"),
+    [
+        (1, "UTC", 2026, 10),
+        (2, "Europe/London", 2026, 10),  # clocks go back on the 25th
+        (3, "America/New_York", 2026, 3),  # and forward on the 8th
+        (4, "Australia/Lord_Howe", 2026, 4),  # a half-hour change
+        (5, "UTC", 2024, 2),  # a leap February
+        (6, "Asia/Kolkata", 2026, 11),  # the current month, to date
+    ],
+)
+def test_drill_down_peak_equals_the_report_for_every_day(world, app, seed, zone, year, month):
+    app.config["REPORT_TIMEZONE"] = zone
+    rng = random.Random(seed)
+    add_history(*random_history(rng, year, month))
+    root = Principal.cli("test")
+    today = date(2026, 11, 22)
+    scope = reports.parse_scope({"month": month, "year": year})
+    values = reports.report(root, "ddi", scope, today=today)
+    checked = 0
+    for kind in KINDS:
+        values = reports.report(root, kind, scope, today=today)
+        for company, entry in values.items():
+            for iso, peak in entry["dates"].items():
+                detail = report_days.day_detail(root, kind, company, iso, today=today)
+                assert detail.peak == peak, (kind, company, iso)
+                assert sum(r.at_peak for r in detail.records) == peak, (kind, company, iso)
+                if peak:
+                    assert detail.start <= detail.peak_at < detail.end
+                    checked += 1
+                else:
+                    assert detail.peak_at is None
+                for r in detail.records:
+                    assert detail.start <= r.start < r.end <= detail.end
+    assert checked > 10
+
+
+# --- user data is escaped and neutralised ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_company_names_are_escaped_in_html_and_neutralised_in_csv(world, browsers, kind):
+    hostile = {
+        "evil": "<script>alert(1)</script>",
+        "formula": "=cmd|' /C calc'!A0",
+        "plus": "+1+2",
+        "at": "@SUM(A1)",
+        "-minus": "-2-3",
+    }
+    for company_id, name in hostile.items():
+        world.company(company_id, name)
+    add_history((kind, "evil", "e1", at(2026, 10, 3), at(2026, 10, 4)))
+    browser = browsers("root")
+    for query in (OCT, {**OCT, "company": "evil"}):
+        response = browser.get(PAGES[kind], query_string=query)
+        html = response.get_data(as_text=True)
+        soup = page(response)
+        assert "<script>alert(1)</script>" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        assert all(s.get("src") for s in soup.find_all("script"))
+        assert "<script>alert(1)</script>" in soup.get_text()  # shown as text
+    response = browser.get(
+        f"{PAGES[kind]}/day", query_string={"company": "evil", "date": "2026-10-03"}
+    )
+    assert "<script>alert(1)</script>" not in response.get_data(as_text=True)
+    assert "<script>alert(1)</script>" in page(response).get_text()
+
+    rows = {r[0]: r[1] for r in csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=OCT))[1:]}
+    assert rows["evil"] == "<script>alert(1)</script>"
+    assert rows["formula"] == "'=cmd|' /C calc'!A0"
+    assert rows["plus"] == "'+1+2"
+    assert rows["at"] == "'@SUM(A1)"
+    assert rows["'-minus"] == "'-2-3"  # identifiers may begin with '-' too
+    assert rows[HOME] == NAMES[HOME]
