@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from webapp import create_app
-from webapp.extensions import db
+from webapp.extensions import db, limiter
 
 from .factories import Factory
 
@@ -94,21 +94,21 @@ def _isolate_requests(app) -> None:
     (where flask-login caches the user) and the database session would outlive a request.
     In production every request has its own context; make test requests behave the same."""
 
-    @app.before_request
-    def _fresh_request_state():
-        g.pop("_login_user", None)
+    def fresh():
+        for cached in ("_login_user", "csrf_token"):  # flask-login's user, flask-wtf's token
+            g.pop(cached, None)
         db.session.remove()
 
-    @app.teardown_request
-    def _end_request_session(_exc):
-        g.pop("_login_user", None)
-        db.session.remove()
+    app.before_request(fresh)
+    app.teardown_request(lambda _exc: fresh())
 
 
 @pytest.fixture
 def app(migrated, test_config):
     app = create_app(dict(test_config))
     _isolate_requests(app)
+    # Rate-limit counters live in the process-wide limiter: each test starts from zero.
+    limiter.reset()
     with app.app_context():
         _empty_all_tables()
         yield app

@@ -52,6 +52,11 @@ def _object(part: Part) -> dict[str, Any]:
     return schema
 
 
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional member that may also be null, which the API takes as absent."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
 def _request(op: str, kind: records.Kind) -> dict[str, Any]:
     """The body of `op` for one record type."""
     properties: dict[str, Any] = {"type": {"const": kind.name}}
@@ -66,19 +71,18 @@ def _request(op: str, kind: records.Kind) -> dict[str, Any]:
         }
         required.append("values")
     elif op == "read":
-        properties["scope"] = _object(kind.scope_part)
-        properties["limit"] = {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": records.MAX_LIMIT,
-            "default": records.DEFAULT_LIMIT,
-        }
-        properties["offset"] = {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": records.MAX_OFFSET,
-            "default": 0,
-        }
+        properties["scope"] = _or_null(_object(kind.scope_part))
+        properties["limit"] = _or_null(
+            {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": records.MAX_LIMIT,
+                "default": records.DEFAULT_LIMIT,
+            }
+        )
+        properties["offset"] = _or_null(
+            {"type": "integer", "minimum": 0, "maximum": records.MAX_OFFSET, "default": 0}
+        )
     elif op == "update":
         properties["scope"] = _object(kind.scoped_write_part)
         properties["values"] = _object(kind.update_part)
@@ -205,17 +209,20 @@ def document() -> dict[str, Any]:
         scope = {
             "type": "object",
             "additionalProperties": False,
+            # A year names a month of that year: it needs the month.
+            "if": {"properties": {"year": {"type": "integer"}}, "required": ["year"]},
+            "then": {"properties": {"month": {"type": "integer"}}, "required": ["month"]},
             "properties": {
-                "company": {"type": "array", "items": _ref("company")},
-                "month": {"type": "integer", "minimum": 1, "maximum": 12},
-                "year": {"type": "integer", "minimum": 1970, "maximum": 9999},
+                "company": _or_null({"type": "array", "items": _ref("company")}),
+                "month": _or_null({"type": "integer", "minimum": 1, "maximum": 12}),
+                "year": _or_null({"type": "integer", "minimum": 1970, "maximum": 9999}),
             },
         }
         body = {
             "type": "object",
             "required": ["type"],
             "additionalProperties": False,
-            "properties": {"type": {"const": "cdr"}, "scope": scope},
+            "properties": {"type": {"const": "cdr"}, "scope": _or_null(scope)},
         }
         responses = {**_ok(answer), **_errors(400, 401, 403, 429)}
         paths[f"/rest/call/{path}"] = {

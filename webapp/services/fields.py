@@ -83,14 +83,22 @@ def _message(problems: dict[str, str]) -> str:
     return f"Field '{field}' {why}{more}."
 
 
-def parse_int(value: Any, name: str, low: int, high: int, default: int) -> int:
-    """A JSON integer within [low, high]; booleans and numbers in strings are refused."""
+def parse_int(
+    value: Any, name: str, low: int, high: int, default: int | None, label: str | None = None
+) -> int | None:
+    """A JSON integer within [low, high], `default` when absent or null.
+
+    JSON has one number type, so 5.0 is the integer 5 (as JSON Schema says too); 5.5, booleans
+    and numbers in strings are refused. `label` is how the message names the field.
+    """
+    label = label or name
     if value is None:
         return default
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid(f"'{name}' must be an integer.", {name: "must be an integer"})
+        raise Invalid(f"'{label}' must be an integer.", {name: "must be an integer"})
     if not low <= value <= high:
-        raise Invalid(
-            f"'{name}' must be between {low} and {high}.", {name: f"must be {low} to {high}"}
-        )
+        why = f"must be {low} to {high}"
+        raise Invalid(f"'{label}' {why}.", {name: why})
     return value

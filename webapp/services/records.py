@@ -324,5 +324,4 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
                 for r in rows
             ],
         )
-        session.expunge_all()
         return len(rows)

@@ -37,7 +37,7 @@ from ..extensions import db
 from ..models import Company, HistoryInterval
 from . import periods
 from .errors import Invalid
-from .fields import check_format
+from .fields import check_format, parse_int
 
 KINDS = {
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
@@ -72,21 +72,9 @@ def parse_scope(scope: Any) -> ReportRequest:
         for item in companies:
             if (why := check_format("company", item)) is not None:
                 raise Invalid(f"Every company identifier {why}.", {"company": why})
-    month = _int(scope.get("month"), "month", 1, 12)
-    year = _int(scope.get("year"), "year", MIN_YEAR, MAX_YEAR)
+    month = parse_int(scope.get("month"), "month", 1, 12, None, label="scope.month")
+    year = parse_int(scope.get("year"), "year", MIN_YEAR, MAX_YEAR, None, label="scope.year")
     return ReportRequest(companies, month, year)
-
-
-def _int(value: Any, name: str, low: int, high: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid(f"'scope.{name}' must be an integer.", {name: "must be an integer"})
-    if not low <= value <= high:
-        raise Invalid(
-            f"'scope.{name}' must be {low} to {high}.", {name: f"must be {low} to {high}"}
-        )
-    return value
 
 
 def report(principal: Principal, kind: str, request: ReportRequest, today: date | None = None):
