@@ -1,0 +1,66 @@
+"""Schemathesis hooks (loaded with SCHEMATHESIS_HOOKS=tests.schemathesis_hooks; Schemathesis
+applies them in its examples and fuzzing phases).
+
+A System-Admin's write naming a company that does not exist is a documented 400
+(decisions.md §4), which no static schema can express. So a well-formed company identifier in
+a generated body is replaced by one that exists; malformed ones are left alone, and the
+negative checks still see them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from datetime import date
+
+import schemathesis
+
+COMPANIES = os.environ.get("ST_COMPANIES", "acme,globex").split(",")
+PATTERN = re.compile(r"[a-z0-9._-]{1,64}")
+
+
+def _existing(value):
+    if isinstance(value, str) and PATTERN.fullmatch(value):
+        return random.choice(COMPANIES)
+    if isinstance(value, list):
+        return [_existing(v) for v in value]
+    return value
+
+
+def _past_year(scope: dict) -> None:
+    """A month in the future is a documented 400 the schema cannot express: use last year."""
+    year = scope.get("year")
+    if isinstance(year, int | float) and not isinstance(year, bool) and year >= date.today().year:
+        scope["year"] = date.today().year - 1
+
+
+def _ddi_length(record: dict) -> None:
+    """Dialcode and number together at most 17 digits: a cross-field rule JSON Schema lacks."""
+    dialcode, number = record.get("dialcode"), record.get("number")
+    if isinstance(dialcode, str) and isinstance(number, str) and len(dialcode) + len(number) > 17:
+        record["number"] = number[: max(1, 17 - len(dialcode))]
+
+
+@schemathesis.hook
+def map_query(context, query):
+    if isinstance(query, dict) and "year" in query:
+        _past_year(query)
+        query.setdefault("month", 1)  # a year alone is a documented 400
+    return query
+
+
+@schemathesis.hook
+def map_body(context, body):
+    if isinstance(body, dict) and isinstance(body.get("scope"), dict):
+        _past_year(body["scope"])
+    if isinstance(body, dict):
+        for part in ("scope", "values"):
+            inner = body.get(part)
+            rows = inner if isinstance(inner, list) else [inner]
+            for row in rows:
+                if isinstance(row, dict):
+                    _ddi_length(row)
+                    if "company" in row:
+                        row["company"] = _existing(row["company"])
+    return body
