@@ -1,0 +1,974 @@
+"""The DDI and phone-user pages (/ddis, /users, their forms and CSV downloads) and sign-in/out,
+for every role, on the HTML the browser gets (decisions.md §3 and §7; issue 4 items 1 to 4).
+
+Three companies: acme, globex, initech. Accounts: a System-Admin, a Company-Admin of acme, one
+of acme and initech, a Billing Call-Summary, a Billing/Call-Reporting of acme, one with no grant.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+from flask import g
+
+from webapp.database import write_transaction
+from webapp.models import Ddi
+from webapp.services import ddis
+
+from .factories import OPERATOR, Factory, csrf_from, snapshot
+
+ACME, GLOBEX, INITECH = "acme", "globex", "initech"
+COMPANIES = (ACME, GLOBEX, INITECH)
+DDIS = [  # dialcode, number, virt_exten, company
+    ("44", "2071234567", "100", ACME),
+    ("44", "3207000000", "207", ACME),  # holds 207, but does not start with it
+    ("44", "2079999999", "101", GLOBEX),
+    ("1", "5551234", "102", INITECH),
+    ("1", "2075550000", "110", INITECH),
+]
+USERS = [  # username, virt_exten, company
+    ("ana.acme", "200", ACME),
+    ("dan.acme", "310", ACME),
+    ("bob.globex", "201", GLOBEX),
+    ("cid.initech", "202", INITECH),
+]
+DDI_FIELDS = ("dialcode", "number", "virt_exten", "company")
+USER_FIELDS = ("username", "virt_exten", "company")
+DDI_URL = {ACME: "/ddis/44/2071234567", GLOBEX: "/ddis/44/2079999999", INITECH: "/ddis/1/5551234"}
+USER_URL = {
+    ACME: "/users/acme/ana.acme",
+    GLOBEX: "/users/globex/bob.globex",
+    INITECH: "/users/initech/cid.initech",
+}
+ROLES = {
+    "root": {"system_admin": True},
+    "cadmin": {"admin_of": [ACME]},
+    "cadmin2": {"admin_of": [ACME, INITECH]},
+    "summary": {"billing_summary": True},
+    "reporter": {"reporting_for": [ACME]},
+    "nobody": {},
+}
+ADMIN_SCOPE = {"root": COMPANIES, "cadmin": (ACME,), "cadmin2": (ACME, INITECH)}
+
+# Status per role, in the order of ROLES: root cadmin cadmin2 summary reporter nobody.
+ADMINS = "200 200 200 403 403 403"
+ROOT_ONLY = "200 403 403 403 403 403"
+OTHERS = "200 404 404 403 403 403"  # another company's record: as if it did not exist
+PAGES = {
+    "/ddis": ADMINS,
+    "/users": ADMINS,
+    "/ddis.csv": ADMINS,
+    "/users.csv": ADMINS,
+    "/ddis/new": ROOT_ONLY,
+    "/users/new": ADMINS,
+    f"{DDI_URL[ACME]}/edit": ADMINS,
+    f"{DDI_URL[ACME]}/link": ADMINS,
+    f"{DDI_URL[ACME]}/delete": ROOT_ONLY,
+    f"{DDI_URL[GLOBEX]}/edit": OTHERS,
+    f"{DDI_URL[GLOBEX]}/link": OTHERS,
+    f"{DDI_URL[GLOBEX]}/delete": OTHERS,
+    f"{DDI_URL[INITECH]}/edit": "200 404 200 403 403 403",
+    f"{DDI_URL[INITECH]}/link": "200 404 200 403 403 403",
+    f"{DDI_URL[INITECH]}/delete": "200 404 403 403 403 403",
+    f"{USER_URL[ACME]}/edit": ADMINS,
+    f"{USER_URL[ACME]}/delete": ADMINS,
+    f"{USER_URL[GLOBEX]}/edit": OTHERS,
+    f"{USER_URL[GLOBEX]}/delete": OTHERS,
+    f"{USER_URL[INITECH]}/edit": "200 404 200 403 403 403",
+    f"{USER_URL[INITECH]}/delete": "200 404 200 403 403 403",
+    "/ddis/44/1/edit": "404 404 404 403 403 403",  # no such DDI
+    "/users/acme/nobody.here/edit": "404 404 404 403 403 403",
+}
+LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg")
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+class World:
+    def __init__(self, factory: Factory):
+        self.factory = factory
+        self._browsers: dict[str, object] = {}
+
+    def browser(self, role: str):
+        if role not in self._browsers:
+            self._browsers[role] = self.factory.browser(role)
+        return self._browsers[role]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_csrf_per_request(app):
+    """Flask-WTF caches a request's CSRF token in `g`, which the pushed test app context keeps
+    from one request to the next (conftest clears only flask-login's user there): a second
+    client, or a session renewed at sign-in, would get a token its session cannot validate.
+    In production every request has its own `g`; make test requests behave the same."""
+
+    @app.before_request
+    def _forget_the_last_requests_token():
+        g.pop("csrf_token", None)
+
+
+@pytest.fixture
+def world(factory) -> World:
+    for company in COMPANIES:
+        factory.company(company)
+    for dialcode, number, virt_exten, company in DDIS:
+        factory.ddi(dialcode, number, company, virt_exten)
+    for username, virt_exten, company in USERS:
+        factory.user(username, company, virt_exten)
+    for role, grants in ROLES.items():
+        factory.account(role, **grants)
+    return World(factory)
+
+
+def html(response) -> str:
+    return response.get_data(as_text=True)
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(html(response), "html.parser")
+
+
+def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
+    """The data cells of every row of the list table (the last cell holds the actions)."""
+    return [
+        tuple(td.get_text(strip=True) for td in tr.find_all("td")[:-1])
+        for tr in page.select("table tbody tr")
+    ]
+
+
+def csv_rows(response) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(html(response))))
+
+
+def title(page: BeautifulSoup) -> str:
+    return page.find("h1").get_text(" ", strip=True)
+
+
+def main_form(page: BeautifulSoup):
+    """The page's own form (the header's sign-out form is not it)."""
+    return page.select_one('main form[method="post"]')
+
+
+def flashes(page: BeautifulSoup) -> list[str]:
+    return [p.get_text(strip=True) for p in page.select("#flashes .flash")]
+
+
+def nav_hrefs(page: BeautifulSoup) -> list[str]:
+    return [a["href"] for a in page.select('nav[aria-label="Main"] a')]
+
+
+def field_error(page: BeautifulSoup, name: str) -> str | None:
+    """The message shown beside the form field `name`, if any (inside the same field box)."""
+    control = page.find(["input", "select"], attrs={"name": name})
+    assert control is not None, f"no field {name}"
+    box = control.find_parent("div", class_="field")
+    message = box.find(class_="error") if box else None
+    return message.get_text(strip=True) if message else None
+
+
+def visible(rows, fields, companies) -> set[tuple[str, ...]]:
+    return {tuple(r) for r in rows if dict(zip(fields, r, strict=True))["company"] in companies}
+
+
+def post(client, url: str, data: dict | None = None, *, token=True, htmx=False, **kwargs):
+    data = dict(data or {})
+    if token:
+        data["csrf_token"] = client.csrf
+    headers = {"HX-Request": "true"} if htmx else {}
+    return client.post(url, data=data, headers=headers, **kwargs)
+
+
+def sign_in(client, username: str, password: str, query: str = ""):
+    token = csrf_from(html(client.get("/login")))
+    return client.post(
+        "/login" + query, data={"csrf_token": token, "username": username, "password": password}
+    )
+
+
+def ddi_rows() -> set[tuple[str, ...]]:
+    return set(snapshot()["ddis"])
+
+
+# --- signing in and out --------------------------------------------------------------------------
+
+
+def test_login_page_has_a_form_with_csrf(client):
+    response = client.get("/login")
+    assert response.status_code == 200
+    form = main_form(soup(response))
+    assert form.find("input", attrs={"name": "csrf_token"})["value"]
+    assert form.find("input", attrs={"name": "username"}) is not None
+    assert form.find("input", attrs={"name": "password", "type": "password"}) is not None
+
+
+def test_unknown_user_and_wrong_password_get_the_same_message(app, world):
+    answers = []
+    for username, password in (("root", "wrong password"), ("no.such.user", "wrong password")):
+        client = app.test_client()
+        response = sign_in(client, username, password)
+        assert response.status_code == 400
+        page = soup(response)
+        errors = [p.get_text(strip=True) for p in page.select(".error")]
+        assert errors, "no message shown"
+        assert page.find("input", attrs={"name": "password"}).get("value", "") == ""
+        assert client.get("/ddis").status_code == 302  # still signed out
+        answers.append(errors)
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("/ddis?company=acme", "/ddis?company=acme"),
+        ("/users", "/users"),
+        ("//evil.com", "/"),
+        ("https://evil.com", "/"),
+        ("/\\evil.com", "/"),
+        ("\\\\evil.com", "/"),
+        ("javascript:alert(1)", "/"),
+        ("http://localhost/ddis", "/"),
+        ("", "/"),
+    ],
+)
+def test_sign_in_follows_next_only_to_local_paths(app, world, target, expected):
+    client = app.test_client()
+    response = sign_in(client, "root", "correct horse battery", "?next=" + quote(target, safe=""))
+    assert response.status_code == 302
+    assert response.headers["Location"] == expected
+
+
+def test_sign_in_renews_the_session(app, world):
+    client = app.test_client()
+    cookie = app.config["SESSION_COOKIE_NAME"]
+    with client.session_transaction() as session:
+        session["planted"] = "set before sign-in"
+    old_token = csrf_from(html(client.get("/login")))
+    before = client.get_cookie(cookie).value
+    response = client.post(
+        "/login",
+        data={"csrf_token": old_token, "username": "root", "password": "correct horse battery"},
+    )
+    assert response.status_code == 302
+    assert client.get_cookie(cookie).value != before
+    with client.session_transaction() as session:
+        assert "planted" not in session
+        assert session.get("_user_id")
+    # The CSRF secret of the signed-out session does not carry over either.
+    assert client.post("/logout", data={"csrf_token": old_token}).status_code == 400
+    assert client.get("/ddis").status_code == 200
+
+
+def test_sign_out_is_a_post_with_csrf(app, world):
+    client = world.browser("root")
+    assert client.get("/logout").status_code == 405
+    assert client.get("/ddis").status_code == 200
+    assert post(client, "/logout", token=False).status_code == 400
+    assert client.get("/ddis").status_code == 200
+    response = post(client, "/logout")
+    assert response.status_code == 302
+    assert urlsplit(response.headers["Location"]).path == "/login"
+    assert "Signed out." in flashes(soup(client.get("/login")))
+    response = client.get("/ddis")
+    assert response.status_code == 302
+    assert urlsplit(response.headers["Location"]).path == "/login"
+
+
+@pytest.mark.parametrize("path", ["/", *PAGES, "/ddis?company=acme&number=207&page=2"])
+def test_signed_out_visitors_are_sent_to_login(client, world, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    location = urlsplit(response.headers["Location"])
+    assert location.path == "/login"
+    assert parse_qs(location.query)["next"] == [path]
+
+
+def test_next_from_the_login_redirect_brings_you_back(app, world):
+    client = app.test_client()
+    login_url = client.get("/ddis?company=acme&number=207").headers["Location"]
+    response = sign_in(client, "root", "correct horse battery", "?" + urlsplit(login_url).query)
+    assert response.headers["Location"] == "/ddis?company=acme&number=207"
+
+
+@pytest.mark.parametrize(
+    ("role", "target"),
+    [
+        ("root", "/ddis"),
+        ("cadmin", "/ddis"),
+        ("cadmin2", "/ddis"),
+        ("summary", "/reports/ddis"),
+        ("reporter", "/reports/ddis"),
+        ("nobody", "/account/tokens"),
+    ],
+)
+def test_index_sends_each_role_where_it_may_go(world, role, target):
+    response = world.browser(role).get("/")
+    assert response.status_code == 302
+    assert urlsplit(response.headers["Location"]).path == target
+
+
+# --- every role on every page --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_page_for_every_role(world, role):
+    client = world.browser(role)
+    column = list(ROLES).index(role)
+    hidden = [c for c in COMPANIES if c not in ADMIN_SCOPE.get(role, ())]
+    secrets_ = list(hidden)
+    secrets_ += [d[1] for d in DDIS if d[3] in hidden] + [u[0] for u in USERS if u[2] in hidden]
+    problems = []
+    for path, statuses in PAGES.items():
+        expected = int(statuses.split()[column])
+        response = client.get(path)
+        body = html(response)
+        if response.status_code != expected:
+            problems.append(f"{path}: {response.status_code}, expected {expected}")
+            continue
+        if expected in (403, 404):
+            assert response.mimetype == "text/html", path
+            wanted = {403: "Not allowed", 404: "Not found"}[expected]
+            if wanted not in title(soup(response)):
+                problems.append(f"{path}: error page titled {title(soup(response))!r}")
+        leaked = [s for s in secrets_ if s in body.lower()] + [s for s in LEAKS if s in body]
+        if leaked:
+            problems.append(f"{path}: shows {leaked}")
+    assert not problems, "\n".join(problems)
+
+
+def test_another_companys_record_is_indistinguishable_from_a_missing_one(world):
+    client = world.browser("cadmin")
+    missing = soup(client.get("/ddis/44/1/edit")).main.get_text(" ", strip=True)
+    for action in ("edit", "link", "delete"):
+        page = soup(client.get(f"{DDI_URL[GLOBEX]}/{action}"))
+        assert page.main.get_text(" ", strip=True) == missing
+    missing = soup(client.get("/users/globex/nobody.here/edit")).main.get_text(" ", strip=True)
+    for action in ("edit", "delete"):
+        page = soup(client.get(f"{USER_URL[GLOBEX]}/{action}"))
+        assert page.main.get_text(" ", strip=True) == missing
+
+
+@pytest.mark.parametrize("role", ADMIN_SCOPE)
+def test_lists_and_csv_hold_only_the_roles_companies(world, role):
+    client = world.browser(role)
+    scope = ADMIN_SCOPE[role]
+    for path, rows, fields in (("/ddis", DDIS, DDI_FIELDS), ("/users", USERS, USER_FIELDS)):
+        expected = visible(rows, fields, scope)
+        page = soup(client.get(path))
+        assert set(table_rows(page)) == expected, path
+        assert f"of {len(expected)}" in page.find(id="count").get_text(" ", strip=True)
+        options = [o["value"] for o in page.select("select#filter-company option") if o["value"]]
+        assert options == sorted(scope)
+        response = client.get(path + ".csv")
+        assert response.status_code == 200
+        assert response.mimetype == "text/csv"
+        assert "attachment" in response.headers["Content-Disposition"]
+        header, *data = csv_rows(response)
+        assert tuple(header) == fields
+        assert {tuple(r) for r in data} == expected
+
+
+@pytest.mark.parametrize("role", ADMIN_SCOPE)
+def test_list_controls_follow_the_role(world, role):
+    client = world.browser(role)
+    root = role == "root"
+    page = soup(client.get("/ddis"))
+    hrefs = [a["href"] for a in page.find_all("a", href=True)]
+    texts = [a.get_text(strip=True) for a in page.find_all("a")]
+    assert ("/ddis/new" in hrefs) is root
+    assert ("New DDI" in texts) is root
+    assert any(h.endswith("/delete") for h in hrefs) is root
+    assert ("Delete" in texts) is root
+    assert any(h.endswith("/edit") for h in hrefs)
+    assert any(h.endswith("/link") for h in hrefs)
+    page = soup(client.get("/users"))
+    hrefs = [a["href"] for a in page.find_all("a", href=True)]
+    texts = [a.get_text(strip=True) for a in page.find_all("a")]
+    assert "/users/new" in hrefs
+    assert "New phone user" in texts
+    assert any(h.endswith("/delete") for h in hrefs)
+    assert any(h.endswith("/edit") for h in hrefs)
+
+
+@pytest.mark.parametrize("role", ["summary", "reporter", "nobody"])
+def test_billing_and_no_grant_get_a_403_page_on_the_lists(world, role):
+    client = world.browser(role)
+    for path in ("/ddis", "/users", "/ddis.csv", "/users.csv"):
+        response = client.get(path)
+        assert response.status_code == 403, path
+        assert response.mimetype == "text/html"
+        assert soup(response).find("table") is None
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_nav_shows_only_links_the_role_may_open(world, role):
+    client = world.browser(role)
+    admin = role in ADMIN_SCOPE
+    hrefs = nav_hrefs(soup(client.get("/ddis")))
+    assert ("/ddis" in hrefs) is admin
+    assert ("/users" in hrefs) is admin
+    assert nav_hrefs(soup(client.get("/users"))) == hrefs
+    for href in hrefs:
+        assert client.get(href).status_code == 200, href
+    # Nor does any page of this role link to a record page it may not open.
+    column = list(ROLES).index(role)
+    refused = {p for p, s in PAGES.items() if int(s.split()[column]) != 200}
+    for path, statuses in PAGES.items():
+        if int(statuses.split()[column]) != 200 or path.endswith(".csv"):
+            continue
+        page = soup(client.get(path))
+        links = {a["href"] for a in page.find_all("a", href=True)}
+        links |= {e["hx-get"] for e in page.find_all(attrs={"hx-get": True})}
+        assert not links & refused, f"{path} links to {links & refused}"
+
+
+# --- filters, sorting, paging, htmx, CSV ---------------------------------------------------------
+
+
+def _matches(row: dict[str, str], filters: dict[str, str]) -> bool:
+    return all(row[f] == v if f == "company" else row[f].startswith(v) for f, v in filters.items())
+
+
+def _expected(rows, fields, filters) -> list[tuple[str, ...]]:
+    return [r for r in rows if _matches(dict(zip(fields, r, strict=True)), filters)]
+
+
+FILTERS = [
+    ("/ddis", {"number": "207"}),
+    ("/ddis", {"number": "2071234567"}),
+    ("/ddis", {"dialcode": "4"}),
+    ("/ddis", {"virt_exten": "10"}),
+    ("/ddis", {"company": ACME}),
+    ("/ddis", {"number": "207", "company": INITECH}),
+    ("/ddis", {"number": "99999"}),
+    ("/users", {"username": "ana"}),
+    ("/users", {"virt_exten": "20"}),
+    ("/users", {"company": GLOBEX}),
+    ("/users", {"username": "d", "company": ACME}),
+]
+
+
+@pytest.mark.parametrize(("path", "filters"), FILTERS)
+def test_filters_match_from_the_start_as_typed(world, path, filters):
+    rows, fields = (DDIS, DDI_FIELDS) if path == "/ddis" else (USERS, USER_FIELDS)
+    client = world.browser("root")
+    response = client.get(path, query_string=filters)
+    assert response.status_code == 200
+    page = soup(response)
+    expected = set(_expected(rows, fields, filters))
+    assert set(table_rows(page)) == expected
+    count = page.find(id="count").get_text(" ", strip=True)
+    if expected:
+        assert f"Showing 1\u2013{len(expected)} of {len(expected)}" in count
+    else:
+        assert "Nothing matches" in count
+    for name, value in filters.items():  # the form shows the view's state, so it can be shared
+        if name == "company":
+            assert page.select_one(f'select#filter-company option[value="{value}"]').has_attr(
+                "selected"
+            )
+        else:
+            assert page.find("input", attrs={"name": name})["value"] == value
+    # The CSV download of this view holds the same rows, in the same order.
+    link = page.find(id="csv-link")["href"]
+    assert urlsplit(link).path == path + ".csv"
+    header, *data = csv_rows(client.get(link))
+    assert tuple(header) == fields
+    assert [tuple(r) for r in data] == table_rows(page)
+
+
+SORTS = [("/ddis", field, direction) for field in DDI_FIELDS for direction in ("asc", "desc")] + [
+    ("/users", field, direction) for field in USER_FIELDS for direction in ("asc", "desc")
+]
+
+
+@pytest.mark.parametrize(("path", "field", "direction"), SORTS)
+def test_sort_by_each_column(world, path, field, direction):
+    rows, fields, keys = (
+        (DDIS, DDI_FIELDS, ("dialcode", "number"))
+        if path == "/ddis"
+        else (USERS, USER_FIELDS, ("company", "username"))
+    )
+    index = {f: i for i, f in enumerate(fields)}
+    by_key = sorted(rows, key=lambda r: [r[index[k]] for k in keys])
+    expected = sorted(by_key, key=lambda r: r[index[field]], reverse=direction == "desc")
+    client = world.browser("root")
+    response = client.get(path, query_string={"sort": field, "dir": direction})
+    assert response.status_code == 200
+    page = soup(response)
+    assert table_rows(page) == [tuple(r) for r in expected]
+    header = page.select_one("table thead tr")
+    sorted_by = [a for a in header.find_all("a") if a.has_attr("aria-sort")]
+    assert len(sorted_by) == 1
+    assert sorted_by[0]["aria-sort"] == ("descending" if direction == "desc" else "ascending")
+    # The CSV link carries the sort too.
+    _, *data = csv_rows(client.get(page.find(id="csv-link")["href"]))
+    assert [tuple(r) for r in data] == [tuple(r) for r in expected]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"sort": "password_hash"},
+        {"sort": "id", "dir": "desc"},
+        {"sort": "number); DROP TABLE ddis;--"},
+        {"sort": "number", "dir": "sideways"},
+        {"page": "abc"},
+        {"page": "-1"},
+        {"page": "0"},
+    ],
+)
+def test_bad_sort_or_page_values_are_ignored(world, query):
+    client = world.browser("root")
+    response = client.get("/ddis", query_string=query)
+    assert response.status_code == 200
+    rows = table_rows(soup(response))
+    if query.get("sort") == "number":
+        assert rows == sorted(rows, key=lambda r: r[1])
+    else:
+        assert rows == sorted((tuple(r) for r in DDIS), key=lambda r: (r[0], r[1]))
+    assert client.get("/ddis.csv", query_string=query).status_code == 200
+
+
+def test_paging_fifty_a_page(factory):
+    factory.company(ACME)
+    factory.account("root", system_admin=True)
+    numbers = [f"20{i:08d}" for i in range(60)]
+    ddis.create(
+        OPERATOR,
+        [{"dialcode": "44", "number": n, "virt_exten": "1", "company": ACME} for n in numbers],
+    )
+    client = factory.browser("root")
+
+    first = soup(client.get("/ddis", query_string={"number": "20"}))
+    assert [r[1] for r in table_rows(first)] == numbers[:50]
+    assert "Showing 1\u201350 of 60" in first.find(id="count").get_text(" ", strip=True)
+    next_link = first.find("a", rel="next")["href"]
+    assert first.find("a", rel="prev") is None
+    assert parse_qs(urlsplit(next_link).query) == {"page": ["2"], "number": ["20"]}
+
+    second = soup(client.get(next_link))
+    assert [r[1] for r in table_rows(second)] == numbers[50:]
+    assert "Showing 51\u201360 of 60" in second.find(id="count").get_text(" ", strip=True)
+    assert second.find("a", rel="next") is None
+    assert parse_qs(urlsplit(second.find("a", rel="prev")["href"]).query)["page"] == ["1"]
+
+    # Paging keeps the sort.
+    desc = soup(client.get("/ddis", query_string={"sort": "number", "dir": "desc", "page": "2"}))
+    assert [r[1] for r in table_rows(desc)] == numbers[::-1][50:]
+    prev = parse_qs(urlsplit(desc.find("a", rel="prev")["href"]).query)
+    assert prev == {"page": ["1"], "sort": ["number"], "dir": ["desc"]}
+
+    # The CSV is the whole filtered view, not one page.
+    _, *data = csv_rows(client.get("/ddis.csv", query_string={"number": "20"}))
+    assert [r[1] for r in data] == numbers
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "field"),
+    [
+        ("/ddis", {"number": "20a"}, "number"),
+        ("/ddis", {"dialcode": "+44"}, "dialcode"),
+        ("/ddis", {"virt_exten": "x"}, "virt_exten"),
+        ("/ddis", {"company": "Not A Company"}, "company"),
+        ("/users", {"username": "Ana Kim"}, "username"),
+    ],
+)
+def test_a_bad_filter_answers_400_with_a_message(world, path, query, field):
+    client = world.browser("root")
+    for htmx in (False, True):
+        headers = {"HX-Request": "true"} if htmx else {}
+        response = client.get(path, query_string=query, headers=headers)
+        assert response.status_code == 400
+        body = html(response)
+        assert not any(leak in body for leak in LEAKS)
+        message = soup(response).select_one(".error")
+        assert message is not None and field in message.get_text()
+        assert ("<html" in body) is not htmx
+        assert table_rows(soup(response)) == []
+
+
+@pytest.mark.parametrize("path", ["/ddis", "/users"])
+def test_htmx_gets_only_the_rows_fragment(world, path):
+    client = world.browser("root")
+    query = {"company": ACME, "sort": "virt_exten", "dir": "desc"}
+    full = soup(client.get(path, query_string=query))
+    response = client.get(path, query_string=query, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    body = html(response)
+    assert "<html" not in body
+    assert '<nav aria-label="Main"' not in body
+    fragment = soup(response)
+    assert fragment.find("form", class_="filters") is None
+    assert table_rows(fragment) == table_rows(full)
+    assert fragment.find(id="count") is not None
+
+
+def test_csv_neutralises_formula_cells(factory):
+    factory.company(ACME)
+    factory.company("-dash")
+    factory.account("root", system_admin=True)
+    factory.user("@ana", ACME)
+    factory.user("-bob", "-dash")
+    with write_transaction() as session:  # values the services would refuse, stored directly
+        session.add(Ddi(dialcode="44", number="5550001", virt_exten="=1+2", company=ACME))
+        session.add(Ddi(dialcode="44", number="5550002", virt_exten="+12", company=ACME))
+        session.add(Ddi(dialcode="44", number="5550003", virt_exten="@SUM(A1)", company=ACME))
+        session.add(Ddi(dialcode="44", number="5550004", virt_exten="-3", company="-dash"))
+    client = factory.browser("root")
+    header, *data = csv_rows(client.get("/ddis.csv"))
+    assert header == list(DDI_FIELDS)
+    assert data == [
+        ["44", "5550001", "'=1+2", ACME],
+        ["44", "5550002", "'+12", ACME],
+        ["44", "5550003", "'@SUM(A1)", ACME],
+        ["44", "5550004", "'-3", "'-dash"],
+    ]
+    header, *data = csv_rows(client.get("/users.csv"))
+    assert header == list(USER_FIELDS)
+    assert sorted(data) == sorted([["'@ana", "200", ACME], ["'-bob", "200", "'-dash"]])
+
+
+# --- forms ---------------------------------------------------------------------------------------
+
+GOOD = {
+    "ddi": {"dialcode": "44", "number": "2071239999", "virt_exten": "150", "company": ACME},
+    "user": {"username": "eve.acme", "virt_exten": "250", "company": ACME},
+}
+NEW = {"ddi": "/ddis/new", "user": "/users/new"}
+LIST = {"ddi": "/ddis", "user": "/users"}
+BAD_FIELDS = [
+    ("ddi", {"dialcode": ""}, "dialcode"),
+    ("ddi", {"dialcode": "4x"}, "dialcode"),
+    ("ddi", {"number": "12ab"}, "number"),
+    ("ddi", {"dialcode": "1234567", "number": "12345678901"}, "number"),
+    ("ddi", {"virt_exten": ""}, "virt_exten"),
+    ("ddi", {"virt_exten": "1 2"}, "virt_exten"),
+    ("ddi", {"company": "nope"}, "company"),
+    ("ddi", {"company": ""}, "company"),
+    ("user", {"username": "Eve Smith"}, "username"),
+    ("user", {"virt_exten": "x1"}, "virt_exten"),
+    ("user", {"company": "nope"}, "company"),
+]
+
+
+@pytest.mark.parametrize(("kind", "bad", "field"), BAD_FIELDS)
+def test_create_with_a_bad_field_shows_the_message_beside_it(world, kind, bad, field):
+    client = world.browser("root")
+    before = snapshot()
+    values = {**GOOD[kind], **bad}
+    response = post(client, NEW[kind], values)
+    assert response.status_code == 400
+    page = soup(response)
+    assert field_error(page, field), f"no message beside {field}"
+    for other in GOOD[kind]:
+        if other != field:
+            assert field_error(page, other) is None, other
+    control = page.find(["input", "select"], attrs={"name": field})
+    assert control["aria-invalid"] == "true"
+    assert snapshot() == before
+    # Inline with htmx: the form fragment comes back with the same message.
+    response = post(client, NEW[kind], values, htmx=True)
+    assert response.status_code == 400
+    assert "<html" not in html(response)
+    assert field_error(soup(response), field)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("kind", ["ddi", "user"])
+def test_create_a_duplicate_shows_a_message_and_changes_nothing(world, kind):
+    client = world.browser("root")
+    before = snapshot()
+    values = (
+        {"dialcode": "44", "number": "2071234567", "virt_exten": "999", "company": GLOBEX}
+        if kind == "ddi"
+        else {"username": "ana.acme", "virt_exten": "999", "company": ACME}
+    )
+    response = post(client, NEW[kind], values)
+    assert response.status_code == 400
+    assert "already exists" in main_form(soup(response)).get_text()
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("kind", "role", "message"),
+    [
+        ("ddi", "root", "Created DDI 44:2071239999."),
+        ("user", "root", "Created phone user acme/eve.acme."),
+        ("user", "cadmin", "Created phone user acme/eve.acme."),
+    ],
+)
+def test_create_success_redirects_to_the_list_with_a_flash(world, kind, role, message):
+    client = world.browser(role)
+    form = soup(client.get(NEW[kind]))
+    assert form.find("input", attrs={"name": "csrf_token"}) is not None
+    response = post(client, NEW[kind], GOOD[kind])
+    assert response.status_code == 302
+    assert response.headers["Location"] == LIST[kind]
+    page = soup(client.get(LIST[kind]))
+    assert message in flashes(page)
+    good = GOOD[kind]
+    if kind == "ddi":
+        assert ("44", "2071239999", "150", ACME) in ddi_rows()
+    else:
+        assert (ACME, "eve.acme", "250") in snapshot()["users"]
+    assert tuple(good[f] for f in (DDI_FIELDS if kind == "ddi" else USER_FIELDS)) in set(
+        table_rows(page)
+    )
+
+
+@pytest.mark.parametrize("kind", ["ddi", "user"])
+def test_create_with_htmx_answers_hx_redirect(world, kind):
+    client = world.browser("root")
+    response = post(client, NEW[kind], GOOD[kind], htmx=True)
+    assert response.status_code == 200
+    assert response.headers["HX-Redirect"] == LIST[kind]
+    assert any(m.startswith("Created") for m in flashes(soup(client.get(LIST[kind]))))
+
+
+def test_company_admin_may_not_create_ddis_or_users_elsewhere(world):
+    client = world.browser("cadmin")
+    before = snapshot()
+    for path, values in (
+        ("/ddis/new", GOOD["ddi"]),
+        ("/users/new", {**GOOD["user"], "company": GLOBEX}),
+        ("/users/new", {**GOOD["user"], "company": INITECH}),
+    ):
+        response = post(client, path, values)
+        assert response.status_code == 403, path
+        assert "Not allowed" in title(soup(response))
+    assert snapshot() == before
+    # The company select offers only the companies it administers.
+    options = soup(client.get("/users/new")).select('select[name="company"] option')
+    assert [o["value"] for o in options] == [ACME]
+
+
+def test_edit_form_shows_key_fields_read_only(world):
+    client = world.browser("root")
+    page = soup(client.get(f"{DDI_URL[ACME]}/edit"))
+    form = main_form(page)
+    assert form.find("input", id="key-dialcode")["value"] == "44"
+    assert form.find("input", id="key-number")["value"] == "2071234567"
+    assert form.find("input", id="key-dialcode").has_attr("readonly")
+    assert form.find("input", id="key-number").has_attr("readonly")
+    assert form.find(attrs={"name": "dialcode"}) is None
+    assert form.find(attrs={"name": "number"}) is None
+    assert form.find("input", attrs={"name": "virt_exten"})["value"] == "100"
+    assert (
+        form.find("select", attrs={"name": "company"}).find("option", selected=True)["value"]
+        == ACME
+    )
+    page = soup(client.get(f"{USER_URL[ACME]}/edit"))
+    form = main_form(page)
+    assert form.find("input", id="key-username").has_attr("readonly")
+    assert form.find(attrs={"name": "username"}) is None
+
+
+def test_edit_changes_extension_and_company_but_never_the_key(world):
+    client = world.browser("root")
+    before = ddi_rows()
+    response = post(
+        client,
+        f"{DDI_URL[ACME]}/edit",
+        {"virt_exten": "555", "company": INITECH, "dialcode": "9", "number": "999"},
+    )
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/ddis"
+    assert "Saved DDI 44:2071234567." in flashes(soup(client.get("/ddis")))
+    after = ddi_rows()
+    assert after == (before - {("44", "2071234567", "100", ACME)}) | {
+        ("44", "2071234567", "555", INITECH)
+    }
+
+    response = post(
+        client,
+        f"{USER_URL[ACME]}/edit",
+        {"virt_exten": "299", "company": ACME, "username": "mallory"},
+    )
+    assert response.status_code == 302
+    users = set(snapshot()["users"])
+    assert (ACME, "ana.acme", "299") in users
+    assert not {u for u in users if u[1] == "mallory"}
+
+
+def test_company_admin_edits_a_user_and_moves_it_between_its_companies(world):
+    client = world.browser("cadmin2")
+    response = post(
+        client,
+        f"{USER_URL[ACME]}/edit",
+        {"virt_exten": "299", "company": INITECH, "username": "mallory"},
+    )
+    assert response.status_code == 302
+    assert "Saved phone user acme/ana.acme." in flashes(soup(client.get("/users")))
+    users = set(snapshot()["users"])
+    assert (INITECH, "ana.acme", "299") in users
+    assert (ACME, "ana.acme", "200") not in users
+    assert not {u for u in users if u[1] == "mallory"}
+
+
+@pytest.mark.parametrize(
+    ("path", "values", "field"),
+    [
+        (f"{DDI_URL[ACME]}/edit", {"virt_exten": "abc", "company": ACME}, "virt_exten"),
+        (f"{DDI_URL[ACME]}/edit", {"virt_exten": "100", "company": "nope"}, "company"),
+        (f"{DDI_URL[ACME]}/link", {"virt_exten": "", "company": ACME}, "virt_exten"),
+        (f"{USER_URL[ACME]}/edit", {"virt_exten": "1.2", "company": ACME}, "virt_exten"),
+    ],
+)
+def test_edit_with_a_bad_field_shows_the_message_beside_it(world, path, values, field):
+    client = world.browser("root")
+    before = snapshot()
+    response = post(client, path, values)
+    assert response.status_code == 400
+    assert field_error(soup(response), field)
+    assert snapshot() == before
+    response = post(client, path, values, htmx=True)
+    assert response.status_code == 400
+    assert "<html" not in html(response)
+    assert field_error(soup(response), field)
+    assert snapshot() == before
+
+
+def test_link_points_a_ddi_at_an_extension(world):
+    client = world.browser("cadmin")
+    page = soup(client.get(f"{DDI_URL[ACME]}/link"))
+    assert main_form(page) is not None
+    response = post(client, f"{DDI_URL[ACME]}/link", {"virt_exten": "777", "company": ACME})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/ddis"
+    assert "Linked DDI 44:2071234567." in flashes(soup(client.get("/ddis")))
+    assert ("44", "2071234567", "777", ACME) in ddi_rows()
+
+
+@pytest.mark.parametrize("action", ["edit", "link"])
+def test_company_admin_cannot_move_its_ddi_to_a_company_it_does_not_administer(world, action):
+    client = world.browser("cadmin")
+    before = snapshot()
+    for htmx in (False, True):
+        response = post(
+            client,
+            f"{DDI_URL[ACME]}/{action}",
+            {"virt_exten": "100", "company": GLOBEX},
+            htmx=htmx,
+        )
+        assert response.status_code == 403
+        assert "HX-Redirect" not in response.headers
+        if not htmx:
+            assert "Not allowed" in title(soup(response))
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("role", "path", "gone", "message"),
+    [
+        ("root", DDI_URL[ACME], ("44", "2071234567"), "Deleted DDI 44:2071234567."),
+        ("cadmin", USER_URL[ACME], (ACME, "ana.acme"), "Deleted phone user acme/ana.acme."),
+    ],
+)
+def test_delete_asks_for_confirmation_then_posts(world, role, path, gone, message):
+    client = world.browser(role)
+    before = snapshot()
+    response = client.get(f"{path}/delete")
+    assert response.status_code == 200
+    form = main_form(soup(response))
+    assert form["action"] == f"{path}/delete"
+    assert form.find("button", type="submit").get_text(strip=True) == "Delete"
+    assert form.find("input", attrs={"name": "csrf_token"}) is not None
+    assert snapshot() == before  # asking changed nothing
+    response = post(client, f"{path}/delete")
+    assert response.status_code == 302
+    list_path = "/ddis" if path.startswith("/ddis") else "/users"
+    assert response.headers["Location"] == list_path
+    assert message in flashes(soup(client.get(list_path)))
+    key = "ddis" if list_path == "/ddis" else "users"
+    assert not [r for r in snapshot()[key] if tuple(r[:2]) == gone]
+
+
+def test_edit_with_htmx_answers_hx_redirect(world):
+    client = world.browser("root")
+    response = client.get(f"{DDI_URL[INITECH]}/edit", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "<html" not in html(response)
+    assert main_form(soup(response)) is None  # a fragment: no <main>
+    assert soup(response).find("form", class_="record-form") is not None
+    response = post(
+        client, f"{DDI_URL[INITECH]}/edit", {"virt_exten": "9", "company": INITECH}, htmx=True
+    )
+    assert response.status_code == 200
+    assert response.headers["HX-Redirect"] == "/ddis"
+    assert ("1", "5551234", "9", INITECH) in ddi_rows()
+    assert "Saved DDI 1:5551234." in flashes(soup(client.get("/ddis")))
+
+
+def test_delete_with_htmx_answers_hx_redirect(world):
+    client = world.browser("root")
+    response = client.get(f"{DDI_URL[GLOBEX]}/delete", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "<html" not in html(response)
+    assert ("44", "2079999999", "101", GLOBEX) in ddi_rows()
+    response = post(client, f"{DDI_URL[GLOBEX]}/delete", htmx=True)
+    assert response.status_code == 200
+    assert response.headers["HX-Redirect"] == "/ddis"
+    assert ("44", "2079999999", "101", GLOBEX) not in ddi_rows()
+    assert "Deleted DDI 44:2079999999." in flashes(soup(client.get("/ddis")))
+
+
+def test_company_admin_cannot_delete_ddis(world):
+    client = world.browser("cadmin")
+    before = snapshot()
+    assert post(client, f"{DDI_URL[ACME]}/delete").status_code == 403
+    assert post(client, f"{DDI_URL[GLOBEX]}/delete").status_code == 404
+    assert post(client, f"{USER_URL[GLOBEX]}/delete").status_code == 404
+    assert snapshot() == before
+
+
+# --- CSRF ----------------------------------------------------------------------------------------
+
+FORM_POSTS = [
+    ("/ddis/new", GOOD["ddi"]),
+    (f"{DDI_URL[ACME]}/edit", {"virt_exten": "555", "company": INITECH}),
+    (f"{DDI_URL[ACME]}/link", {"virt_exten": "555", "company": INITECH}),
+    (f"{DDI_URL[ACME]}/delete", {}),
+    ("/users/new", GOOD["user"]),
+    (f"{USER_URL[ACME]}/edit", {"virt_exten": "555", "company": INITECH}),
+    (f"{USER_URL[ACME]}/delete", {}),
+    ("/logout", {}),
+]
+
+
+@pytest.mark.parametrize(("path", "values"), FORM_POSTS)
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+def test_a_form_post_without_the_csrf_token_changes_nothing(world, path, values, token):
+    client = world.browser("root")
+    before = snapshot()
+    data = dict(values) if token is None else {**values, "csrf_token": token}
+    for headers in ({}, {"HX-Request": "true"}):
+        response = client.post(path, data=data, headers=headers)
+        assert response.status_code == 400
+        assert "HX-Redirect" not in response.headers
+    assert snapshot() == before
+    assert client.get("/ddis").status_code == 200  # still signed in
+
+
+# --- escaping ------------------------------------------------------------------------------------
+
+
+def test_a_company_name_is_escaped(world):
+    factory = world.factory
+    factory.company("evil", name="<script>alert(1)</script>")
+    factory.ddi("44", "2070000666", "evil")
+    client = world.browser("root")
+    response = client.get("/ddis")
+    assert response.status_code == 200
+    page = soup(response)
+    assert not [s for s in page.find_all("script") if "alert" in (s.string or "")]
+    assert all(s.has_attr("src") for s in page.find_all("script"))
+    assert (
+        "<script>alert(1)</script>"
+        in page.select_one('select#filter-company option[value="evil"]').get_text()
+    )
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html(response)
