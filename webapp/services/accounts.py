@@ -12,6 +12,7 @@ from datetime import timedelta
 from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import selectinload
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..access import Principal
@@ -259,3 +260,144 @@ def authenticate_token(raw: str) -> Account | None:
             )
         return db.session.get(Account, account_id)
     return token.account
+
+
+# --- administration of accounts (the pages under /admin/accounts and /account/tokens) ---------
+
+
+def list_all(principal: Principal) -> list[Account]:
+    """Every account with its grants, by username (System-Admin); three queries, not N+1."""
+    principal.require_system_admin("manage accounts")
+    query = (
+        select(Account)
+        .options(selectinload(Account.admin_of), selectinload(Account.reporting_for))
+        .order_by(Account.username)
+    )
+    return list(db.session.scalars(query))
+
+
+def get(principal: Principal, username: str) -> Account:
+    """One account with its grants (System-Admin); NotFound if there is none."""
+    principal.require_system_admin("manage accounts")
+    account = db.session.scalars(
+        select(Account)
+        .where(Account.username == username)
+        .options(selectinload(Account.admin_of), selectinload(Account.reporting_for))
+    ).one_or_none()
+    if account is None:
+        raise NotFound(f"No account '{username}'.")
+    return account
+
+
+def set_grants(
+    principal: Principal,
+    username: str,
+    *,
+    system_admin: bool,
+    admin_of: Iterable[str],
+    billing_summary: bool,
+    reporting_for: Iterable[str],
+) -> None:
+    """Replace an account's grants (System-Admin). Audited with before and after.
+
+    Refuses to take System-Admin from the caller's own account, and from the last active
+    System-Admin: someone must always be able to manage accounts from the pages."""
+    principal.require_system_admin("change grants")
+    system_admin, billing_summary = bool(system_admin), bool(billing_summary)
+    with write_transaction() as session:
+        # Lock every active System-Admin first, so two concurrent demotions cannot both pass
+        # the last-one check; then the account itself.
+        active_admins = set(
+            session.scalars(
+                select(Account.username)
+                .where(Account.system_admin, Account.active)
+                .with_for_update()
+            )
+        )
+        account = _get_for_update(session, username)
+        if account.system_admin and not system_admin:
+            if username == principal.username:
+                raise Invalid(
+                    "You cannot remove System-Admin from your own account; "
+                    "another System-Admin must do it.",
+                    {"system_admin": "cannot be removed from your own account"},
+                )
+            if account.active and active_admins <= {username}:
+                raise Invalid(
+                    f"'{username}' is the last active System-Admin; "
+                    "grant System-Admin to another account first.",
+                    {"system_admin": "the last active System-Admin keeps this grant"},
+                )
+        before = grants_of(account)
+        account.system_admin = system_admin
+        account.billing_summary = billing_summary
+        account.admin_of = _companies(session, admin_of, "admin_of")
+        account.reporting_for = _companies(session, reporting_for, "reporting_for")
+        after = grants_of(account)
+        if after != before:
+            audit.record(
+                session,
+                [
+                    audit.entry(
+                        principal,
+                        "account.grants",
+                        f"account {username}",
+                        before=before,
+                        after=after,
+                    )
+                ],
+            )
+
+
+def disable_other(principal: Principal, username: str) -> None:
+    """`disable` for an account other than the caller's own (a System-Admin locking itself out
+    from the pages is always a mistake; the command line can still do it)."""
+    if username == principal.username:
+        raise Invalid("You cannot disable your own account.", {"username": "your own account"})
+    disable(principal, username)
+
+
+def generate_password() -> str:
+    """A random password of 20 URL-safe characters, as `create` makes."""
+    return secrets.token_urlsafe(15)
+
+
+def reset_password(principal: Principal, username: str, password: str | None = None) -> str | None:
+    """`set_password` with the given password, or a generated one (returned, to show once)."""
+    generated = not password
+    if generated:
+        password = generate_password()
+    set_password(principal, username, password)
+    return password if generated else None
+
+
+def change_own_password(principal: Principal, current: str, new: str) -> None:
+    """The signed-in account changes its own password; its current one is required. Ends its
+    sessions (set_password)."""
+    account = db.session.get(Account, principal.account_id) if principal.account_id else None
+    if account is None or account.username != principal.username:
+        raise Forbidden("Only a signed-in account may change its own password.")
+    if not isinstance(current, str) or not check_password_hash(account.password_hash, current):
+        raise Invalid("The current password is not correct.", {"current_password": "not correct"})
+    set_password(principal, principal.username, new)
+
+
+def tokens_of(principal: Principal, username: str) -> list[ApiToken]:
+    """An account's API tokens, newest first (System-Admin, or the account itself)."""
+    if not (principal.system_admin or principal.username == username):
+        raise Forbidden("Only a System-Admin may see another account's tokens.")
+    query = (
+        select(ApiToken)
+        .join(ApiToken.account)
+        .where(Account.username == username)
+        .order_by(ApiToken.created_at.desc(), ApiToken.id.desc())
+    )
+    return list(db.session.scalars(query))
+
+
+def get_token(principal: Principal, token_id: int) -> ApiToken:
+    """One token (System-Admin, or its owner); NotFound otherwise, so ids do not leak."""
+    token = db.session.get(ApiToken, token_id)
+    if token is None or not (principal.system_admin or token.account_id == principal.account_id):
+        raise NotFound("No such token.")
+    return token

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from ..access import Principal
 from ..database import write_transaction
 from ..extensions import db
-from ..models import Company
+from ..models import Company, Ddi, PhoneUser
 from . import audit
 from .errors import Conflict, Invalid, NotFound
 from .fields import check_format
@@ -87,3 +90,51 @@ def visible(principal: Principal) -> list[Company]:
     if not (principal.system_admin or principal.billing_summary):
         query = query.where(Company.id.in_(sorted(principal.admin_of | principal.reporting_for)))
     return list(db.session.scalars(query))
+
+
+@dataclass(frozen=True)
+class CompanyRow:
+    """A company with how many DDIs and phone users it holds now."""
+
+    id: str
+    name: str
+    created_at: datetime
+    ddis: int
+    users: int
+
+
+def list_all(principal: Principal) -> list[CompanyRow]:
+    """Every company with its DDI and phone-user counts, by id (System-Admin), in one query."""
+    principal.require_system_admin("manage companies")
+    ddi_counts = (
+        select(Ddi.company.label("company"), func.count().label("n"))
+        .group_by(Ddi.company)
+        .subquery()
+    )
+    user_counts = (
+        select(PhoneUser.company.label("company"), func.count().label("n"))
+        .group_by(PhoneUser.company)
+        .subquery()
+    )
+    query = (
+        select(
+            Company.id,
+            Company.name,
+            Company.created_at,
+            func.coalesce(ddi_counts.c.n, 0),
+            func.coalesce(user_counts.c.n, 0),
+        )
+        .outerjoin(ddi_counts, ddi_counts.c.company == Company.id)
+        .outerjoin(user_counts, user_counts.c.company == Company.id)
+        .order_by(Company.id)
+    )
+    return [CompanyRow(*row) for row in db.session.execute(query)]
+
+
+def get(principal: Principal, company_id: str) -> Company:
+    """One company (System-Admin); NotFound if there is none with this identifier."""
+    principal.require_system_admin("manage companies")
+    company = db.session.get(Company, company_id)
+    if company is None:
+        raise NotFound("No such company.")
+    return company

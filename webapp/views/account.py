@@ -1,12 +1,112 @@
-"""The signed-in account's own page: /account/tokens."""
+"""The signed-in account's own page: /account/tokens (its API tokens and its password).
 
-from flask import Blueprint
-from flask_login import login_required
+A new token is shown once, in the answer to the POST that made it, marked not to be cached;
+it never goes into a flash message (the session cookie is signed, not encrypted).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, session, url_for
+from flask_login import login_required, logout_user
+from flask_wtf import FlaskForm
+from wtforms import PasswordField, StringField
+
+from ..services import accounts
+from ..services.errors import ServiceError
+from .common import apply_field_errors, principal
 
 bp = Blueprint("account", __name__, url_prefix="/account")
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+class TokenForm(FlaskForm):
+    label = StringField("Label", description="What the token is for; at most 100 characters.")
+
+
+class OwnPasswordForm(FlaskForm):
+    current_password = PasswordField("Current password")
+    password = PasswordField(
+        "New password", description=f"At least {accounts.MIN_PASSWORD} characters."
+    )
+
+
+class ConfirmForm(FlaskForm):
+    """Only the CSRF token: the POST of a confirmation page."""
+
+
+def _page(token_form=None, password_form=None, new_token=None, status=200):
+    me = principal()
+    return (
+        render_template(
+            "account/tokens.html",
+            tokens=accounts.tokens_of(me, me.username),
+            token_form=token_form or TokenForm(formdata=None),
+            # A prefix keeps this form's field ids apart from the token form's.
+            password_form=password_form or OwnPasswordForm(formdata=None, prefix="pw"),
+            new_token=new_token,
+        ),
+        status,
+        NO_STORE,
+    )
+
+
+def _form_error(form: FlaskForm, exc: ServiceError) -> int:
+    if exc.status not in (400, 409):
+        raise exc
+    apply_field_errors(form, exc)
+    return exc.status
 
 
 @bp.get("/tokens")
 @login_required
 def tokens():
-    return "todo", 501
+    return _page()
+
+
+@bp.post("/tokens")
+@login_required
+def token_create():
+    me = principal()
+    form = TokenForm()
+    if form.validate_on_submit():
+        try:
+            raw = accounts.create_token(me, me.username, (form.label.data or "").strip())
+        except ServiceError as exc:
+            return _page(token_form=form, status=_form_error(form, exc))
+        return _page(new_token=raw)
+    return _page(token_form=form, status=400)
+
+
+@bp.route("/tokens/<int:token_id>/revoke", methods=["GET", "POST"])
+@login_required
+def token_revoke(token_id: int):
+    me = principal()
+    token = accounts.get_token(me, token_id)
+    form = ConfirmForm()
+    if form.validate_on_submit():
+        prefix = token.prefix
+        accounts.revoke_token(me, token_id)
+        flash(f"Token {prefix}… revoked; the API refuses it from now on.", "info")
+        return redirect(url_for("account.tokens"))
+    return render_template("account/token_revoke.html", token=token, form=form)
+
+
+@bp.post("/password")
+@login_required
+def password():
+    me = principal()
+    form = OwnPasswordForm(prefix="pw")
+    if form.validate_on_submit():
+        try:
+            accounts.change_own_password(
+                me, form.current_password.data or "", form.password.data or ""
+            )
+        except ServiceError as exc:
+            return _page(password_form=form, status=_form_error(form, exc))
+        # The password change ended every session of this account, this one included.
+        logout_user()
+        session.clear()
+        flash("Password changed. Sign in with the new password.", "success")
+        return redirect(url_for("auth.login"))
+    return _page(password_form=form, status=400)

@@ -1,18 +1,238 @@
-"""System-Admin pages: /admin/companies, /admin/accounts."""
+"""System-Admin pages: /admin/companies, /admin/accounts.
 
-from flask import Blueprint
+Every rule (who may, what is valid, the last-System-Admin guard) is decided by the services;
+these views parse forms, call them and render. A generated password is shown once, in the
+answer to the POST itself (never in a flash cookie), marked not to be cached.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, url_for
 from flask_login import login_required
+from flask_wtf import FlaskForm
+from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
+
+from ..services import accounts, companies
+from ..services.errors import ServiceError
+from .common import apply_field_errors, principal
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
+# Service errors shown on the form itself; any other (403, 404) becomes the error page.
+FORM_STATUSES = (400, 409)
 
-@bp.get("/companies")
+
+def _form_error(form: FlaskForm, exc: ServiceError) -> int:
+    """Put a service's complaint on the form and answer the status to render it with."""
+    if exc.status not in FORM_STATUSES:
+        raise exc
+    apply_field_errors(form, exc)
+    return exc.status
+
+
+def _secret_page(**context):
+    """A page that shows a secret once: rendered in the POST's own answer, never cached."""
+    response = render_template("admin/secret.html", **context)
+    return response, 200, {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+# --- companies ---------------------------------------------------------------------------------
+
+
+class CompanyForm(FlaskForm):
+    id = StringField("Identifier", description="1 to 64 of a-z 0-9 . _ - ; never changes.")
+    name = StringField("Name")
+
+
+class RenameForm(FlaskForm):
+    name = StringField("New name")
+
+
+@bp.route("/companies", methods=["GET", "POST"], endpoint="companies")
 @login_required
-def companies():
-    return "todo", 501
+def companies_page():
+    me = principal()
+    form = CompanyForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            companies.create(me, form.id.data or "", form.name.data or "")
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            flash(f"Company {form.id.data} created.", "success")
+            return redirect(url_for("admin.companies"))
+    rows = companies.list_all(me)
+    return render_template("admin/companies.html", rows=rows, form=form), status
 
 
-@bp.get("/accounts")
+@bp.route("/companies/<company_id>/rename", methods=["GET", "POST"])
 @login_required
-def accounts():
-    return "todo", 501
+def company_rename(company_id: str):
+    me = principal()
+    company = companies.get(me, company_id)
+    form = RenameForm(data={"name": company.name})
+    status = 200
+    if form.validate_on_submit():
+        try:
+            companies.rename(me, company_id, form.name.data or "")
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            flash(f"Company {company_id} renamed.", "success")
+            return redirect(url_for("admin.companies"))
+    return render_template("admin/company_rename.html", company=company, form=form), status
+
+
+# --- accounts ----------------------------------------------------------------------------------
+
+
+def _company_choices() -> list[tuple[str, str]]:
+    return [(c.id, f"{c.id} ({c.name})") for c in companies.visible(principal())]
+
+
+class GrantsForm(FlaskForm):
+    system_admin = BooleanField("System-Admin", description="Everything, every company.")
+    admin_of = SelectMultipleField(
+        "Company-Admin of",
+        validate_choice=False,  # the service says which company does not exist
+        description="DDIs and phone users of these companies. Ctrl/Cmd+click picks several.",
+        render_kw={"size": 6},
+    )
+    billing_summary = BooleanField(
+        "Billing Call-Summary", description="Both reports, every company."
+    )
+    reporting_for = SelectMultipleField(
+        "Billing/Call Reporting for",
+        validate_choice=False,
+        description="Both reports, only these companies.",
+        render_kw={"size": 6},
+    )
+
+    def grants(self) -> dict[str, object]:
+        return {
+            "system_admin": bool(self.system_admin.data),
+            "admin_of": list(self.admin_of.data or ()),
+            "billing_summary": bool(self.billing_summary.data),
+            "reporting_for": list(self.reporting_for.data or ()),
+        }
+
+
+class AccountForm(GrantsForm):
+    username = StringField("Username", description="1 to 64 of a-z 0-9 . _ - @")
+    password = PasswordField(
+        "Password",
+        description=f"At least {accounts.MIN_PASSWORD} characters. "
+        "Leave empty to generate one, shown once.",
+    )
+
+
+class PasswordForm(FlaskForm):
+    password = PasswordField(
+        "New password",
+        description=f"At least {accounts.MIN_PASSWORD} characters. "
+        "Leave empty to generate one, shown once.",
+    )
+
+
+class ConfirmForm(FlaskForm):
+    """Only the CSRF token: the POST of a confirmation page."""
+
+
+@bp.get("/accounts", endpoint="accounts")
+@login_required
+def accounts_page():
+    rows = accounts.list_all(principal())
+    return render_template("admin/accounts.html", rows=rows)
+
+
+@bp.route("/accounts/new", methods=["GET", "POST"])
+@login_required
+def account_new():
+    me = principal()
+    me.require_system_admin("create accounts")  # before listing companies for the form
+    form = AccountForm()
+    form.admin_of.choices = form.reporting_for.choices = _company_choices()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            new = accounts.create(
+                me, form.username.data or "", form.password.data or None, **form.grants()
+            )
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            if new.password is not None:
+                return _secret_page(
+                    title="Account created",
+                    message=f"Account {form.username.data} created. Its password is shown "
+                    "this once: hand it over now.",
+                    label="Password",
+                    secret=new.password,
+                )
+            flash(f"Account {form.username.data} created.", "success")
+            return redirect(url_for("admin.accounts"))
+    return render_template("admin/account_new.html", form=form), status
+
+
+@bp.route("/accounts/<username>/grants", methods=["GET", "POST"])
+@login_required
+def account_grants(username: str):
+    me = principal()
+    account = accounts.get(me, username)
+    form = GrantsForm(data=accounts.grants_of(account))
+    form.admin_of.choices = form.reporting_for.choices = _company_choices()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            accounts.set_grants(me, username, **form.grants())
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            flash(f"Grants of {username} saved.", "success")
+            return redirect(url_for("admin.accounts"))
+    return render_template("admin/account_grants.html", account=account, form=form), status
+
+
+@bp.route("/accounts/<username>/password", methods=["GET", "POST"])
+@login_required
+def account_password(username: str):
+    me = principal()
+    account = accounts.get(me, username)
+    form = PasswordForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            generated = accounts.reset_password(me, username, form.password.data or None)
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            if generated is not None:
+                return _secret_page(
+                    title="Password reset",
+                    message=f"The new password of {username} is shown this once; its "
+                    "sessions have ended.",
+                    label="New password",
+                    secret=generated,
+                )
+            flash(f"Password of {username} changed; its sessions have ended.", "success")
+            return redirect(url_for("admin.accounts"))
+    return render_template("admin/account_password.html", account=account, form=form), status
+
+
+@bp.route("/accounts/<username>/disable", methods=["GET", "POST"])
+@login_required
+def account_disable(username: str):
+    me = principal()
+    account = accounts.get(me, username)
+    form = ConfirmForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            accounts.disable_other(me, username)
+        except ServiceError as exc:
+            status = _form_error(form, exc)
+        else:
+            flash(f"Account {username} disabled; its sessions and tokens no longer work.", "info")
+            return redirect(url_for("admin.accounts"))
+    return render_template("admin/account_disable.html", account=account, form=form), status

@@ -1,12 +1,67 @@
-"""The audit log: /audit."""
+"""The audit log: /audit, filtered and paged by query parameters (every view is a link).
 
-from flask import Blueprint
+The filter form is a GET form: it changes nothing, so it carries no CSRF token (a token in a
+shareable URL would leak it); htmx requests send the token in their X-CSRFToken header anyway.
+With htmx the answer is only the rows partial.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, render_template, request
 from flask_login import login_required
+from wtforms import Form, SelectField, StringField
+
+from ..services import audit, companies
+from ..services.errors import ServiceError
+from .common import apply_field_errors, is_htmx, page_args, principal
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")
+
+PER_PAGE = 50
+FILTERS = ("actor", "target", "company", "date_from", "date_to")
+
+
+class FilterForm(Form):
+    actor = StringField("Actor", description="Exact username.")
+    target = StringField("Target contains")
+    company = SelectField("Company", validate_choice=False)
+    date_from = StringField("From", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
+    date_to = StringField("To", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
+
+
+def _partial_only() -> bool:
+    # htmx restoring history asks with HX-Request too, and then needs the whole page.
+    return is_htmx() and request.headers.get("HX-History-Restore-Request") != "true"
 
 
 @bp.get("")
 @login_required
 def index():
-    return "todo", 501
+    me = principal()
+    form = FilterForm(request.args)
+    filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
+    page = request.args.get("page", 1, type=int)
+    status = 200
+    try:
+        rows, total = audit.search(me, **filters, page=page, per_page=PER_PAGE)
+    except ServiceError as exc:
+        if exc.status != 400:
+            raise
+        apply_field_errors(form, exc)
+        rows, total, status = [], 0, 400
+    form.company.choices = [("", "Any company")] + [
+        (c.id, c.id) for c in companies.visible(me) if me.may_admin(c.id)
+    ]
+    context = {
+        "form": form,
+        "rows": rows,
+        "total": total,
+        "page": page,
+        "pages": max(1, -(-total // PER_PAGE)),
+        "args": page_args(request.args, FILTERS),
+    }
+    partial = _partial_only()
+    template = "audit/_rows.html" if partial else "audit/index.html"
+    response = render_template(template, partial=partial, **context)
+    # The same address answers a page or a partial: caches must keep them apart.
+    return response, status, {"Vary": "HX-Request"}

@@ -1,0 +1,712 @@
+"""The admin pages: /admin/companies, /admin/accounts, /account/tokens, /audit (decisions.md §7).
+
+Every page for every role (allowed: 200 with the right content; forbidden: the 403 page;
+signed out: a redirect to /login), the navigation per role, each form's effect (and its audit
+entry), the guards (last System-Admin, disabling yourself), secrets shown once and never
+stored, the audit filters and paging, CSRF, and escaping of hostile text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from bs4 import BeautifulSoup
+from flask import g
+from sqlalchemy import event, select
+
+from webapp.access import Principal
+from webapp.database import write_transaction
+from webapp.extensions import db
+from webapp.models import Account, ApiToken, AuditEntry, Company
+from webapp.services import accounts, audit, companies
+from webapp.services.errors import Forbidden, Invalid
+
+from .factories import OPERATOR, snapshot
+
+PASSWORD = "correct horse battery"
+HOSTILE = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+# role -> grants
+ROLES: dict[str, dict[str, Any]] = {
+    "root": {"system_admin": True},
+    "boss": {"admin_of": ["acme"]},
+    "summary": {"billing_summary": True},
+    "reporter": {"reporting_for": ["globex"]},
+    "nobody": {},
+}
+ALL = set(ROLES)
+SYSADMIN = {"root"}
+
+# page -> (roles allowed, the <h1> it shows)
+PAGES: dict[str, tuple[set[str], str]] = {
+    "/admin/companies": (SYSADMIN, "Companies"),
+    "/admin/companies/acme/rename": (SYSADMIN, "Rename company acme"),
+    "/admin/accounts": (SYSADMIN, "Sign-in accounts"),
+    "/admin/accounts/new": (SYSADMIN, "New sign-in account"),
+    "/admin/accounts/nobody/grants": (SYSADMIN, "Grants of nobody"),
+    "/admin/accounts/nobody/password": (SYSADMIN, "Reset the password of nobody"),
+    "/admin/accounts/nobody/disable": (SYSADMIN, "Disable nobody?"),
+    "/account/tokens": (ALL, "Your API tokens"),
+    "/audit": ({"root", "boss"}, "Audit log"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_csrf_per_request(app):
+    """The tests keep one app context pushed, so `g` outlives a request, and flask-wtf caches
+    the signed CSRF token in g.csrf_token: a second client would get the first one's token.
+    Each request starts without it, as in production."""
+
+    @app.before_request
+    def _forget_csrf():
+        g.pop("csrf_token", None)
+
+
+@pytest.fixture
+def world(factory):
+    factory.company("acme", "Acme Ltd")
+    factory.company("globex", "Globex Corp")
+    factory.ddi("44", "2071234567", "acme")
+    factory.ddi("44", "2071234568", "acme")
+    factory.user("alice", "acme")
+    callers = {name: factory.account(name, **grants) for name, grants in ROLES.items()}
+    return callers
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+def h1(response) -> str:
+    return " ".join(soup(response).h1.get_text(" ", strip=True).split())
+
+
+def flashes(response) -> list[str]:
+    return [p.get_text(strip=True) for p in soup(response).select("#flashes .flash")]
+
+
+def account_row(username: str) -> Account:
+    db.session.rollback()
+    return db.session.scalars(select(Account).where(Account.username == username)).one()
+
+
+def counts() -> dict[str, Any]:
+    """What the admin forms may change, beside factories.snapshot()."""
+    db.session.rollback()
+    return {
+        **snapshot(),
+        "companies": sorted(db.session.execute(select(Company.id, Company.name)).all()),
+        "accounts": sorted(
+            (a.username, a.active, a.session_epoch, a.password_hash, str(accounts.grants_of(a)))
+            for a in db.session.scalars(select(Account))
+        ),
+        "tokens": sorted(
+            (t.id, t.revoked_at is None) for t in db.session.scalars(select(ApiToken))
+        ),
+    }
+
+
+def audits(action: str) -> list[AuditEntry]:
+    db.session.rollback()
+    return list(
+        db.session.scalars(
+            select(AuditEntry).where(AuditEntry.action == action).order_by(AuditEntry.id)
+        )
+    )
+
+
+def api_read(factory, token: str):
+    return factory.client.post(
+        "/rest/ops/read/", json={"type": "ddi"}, headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def post(client, path: str, data: dict[str, Any] | None = None, *, csrf: bool = True):
+    data = dict(data or {})
+    if csrf:
+        data["csrf_token"] = client.csrf
+    return client.post(path, data=data)
+
+
+# --- every page for every role ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_every_page_for_every_role(world, factory, path):
+    allowed, title = PAGES[path]
+    for role in ROLES:
+        response = factory.browser(role).get(path)
+        if role in allowed:
+            assert response.status_code == 200, (role, path)
+            assert h1(response) == title, (role, path)
+        else:
+            assert response.status_code == 403, (role, path)
+            assert h1(response) == "Not allowed (403)", (role, path)
+            assert not soup(response).select("main form[method=post]"), (role, path)
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_signed_out_visitors_are_sent_to_login(world, client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response.headers["Location"].startswith("/login?next=")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/admin/companies",
+        "/admin/companies/acme/rename",
+        "/admin/accounts/new",
+        "/admin/accounts/nobody/grants",
+        "/admin/accounts/nobody/password",
+        "/admin/accounts/nobody/disable",
+    ],
+)
+def test_admin_posts_from_other_roles_are_forbidden_and_change_nothing(world, factory, path):
+    data = {
+        "id": "newco",
+        "name": "New",
+        "username": "sneaky",
+        "password": "0123456789abc",
+        "system_admin": "y",
+    }
+    for role in ALL - SYSADMIN:
+        browser = factory.browser(role)
+        before = counts()
+        response = post(browser, path, data)
+        assert response.status_code == 403, (role, path)
+        assert counts() == before, (role, path)
+
+
+def test_the_navigation_shows_only_what_the_role_may_open(world, factory):
+    nav_targets = {
+        "/admin/companies": SYSADMIN,
+        "/admin/accounts": SYSADMIN,
+        "/audit": {"root", "boss"},
+        "/account/tokens": ALL,
+    }
+    for role in ROLES:
+        page = soup(factory.browser(role).get("/account/tokens"))
+        links = {a["href"] for a in page.select("header.topbar a[href]")}
+        for target, roles in nav_targets.items():
+            assert (target in links) == (role in roles), (role, target)
+
+
+# --- companies -----------------------------------------------------------------------------------
+
+
+def test_companies_list_shows_counts(world, factory):
+    page = soup(factory.browser("root").get("/admin/companies"))
+    rows = {
+        tr.find("td").get_text(strip=True): [td.get_text(strip=True) for td in tr.find_all("td")]
+        for tr in page.select("tbody tr")
+    }
+    assert set(rows) == {"acme", "globex"}
+    assert rows["acme"][1:2] == ["Acme Ltd"] and rows["acme"][3:5] == ["2", "1"]
+    assert rows["globex"][3:5] == ["0", "0"]
+
+
+def test_companies_are_listed_in_one_query(world, factory):
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    db.session.rollback()
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        rows = companies.list_all(OPERATOR)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+    assert [(r.id, r.ddis, r.users) for r in rows] == [("acme", 2, 1), ("globex", 0, 0)]
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+
+
+def test_create_and_rename_a_company(world, factory):
+    browser = factory.browser("root")
+    response = post(browser, "/admin/companies", {"id": "initech", "name": "Initech"})
+    assert response.status_code == 302 and response.headers["Location"] == "/admin/companies"
+    page = browser.get("/admin/companies")
+    assert "Company initech created." in flashes(page)
+    assert "Initech" in page.get_data(as_text=True)
+
+    response = post(browser, "/admin/companies/initech/rename", {"name": "Initech Inc"})
+    assert response.status_code == 302
+    db.session.rollback()
+    assert db.session.get(Company, "initech").name == "Initech Inc"
+    [entry] = audits("company.rename")
+    assert (entry.actor, entry.via, entry.company) == ("root", "ui", "initech")
+    assert entry.before["name"] == "Initech" and entry.after["name"] == "Initech Inc"
+
+
+def test_company_form_errors_are_shown_beside_the_field(world, factory):
+    browser = factory.browser("root")
+    before = counts()
+    response = post(browser, "/admin/companies", {"id": "Bad Id!", "name": "X"})
+    assert response.status_code == 400
+    error = soup(response).select_one("#id-error")
+    assert error is not None and "a-z 0-9" in error.get_text()
+
+    response = post(browser, "/admin/companies", {"id": "acme", "name": "Again"})
+    assert response.status_code == 409
+    assert "already exists" in soup(response).select_one(".form-error").get_text()
+
+    response = post(browser, "/admin/companies/acme/rename", {"name": "   "})
+    assert response.status_code == 400
+    assert soup(response).select_one("#name-error").get_text() == "required"
+    assert counts() == before
+
+    assert browser.get("/admin/companies/nope/rename").status_code == 404
+
+
+# --- accounts ------------------------------------------------------------------------------------
+
+
+def test_accounts_list_shows_grants_and_status(world, factory):
+    accounts.disable(OPERATOR, "summary")
+    page = soup(factory.browser("root").get("/admin/accounts"))
+    rows = {tr["id"].removeprefix("account-"): tr for tr in page.select("tbody tr")}
+    assert set(rows) == ALL
+    assert "System-Admin" in rows["root"].get_text()
+    assert "Company-Admin of acme" in rows["boss"].get_text()
+    assert "Billing/Call Reporting for globex" in rows["reporter"].get_text()
+    assert "disabled" in rows["summary"].get_text()
+    assert "no grants" in rows["nobody"].get_text()
+    # No Disable link for yourself nor for an account already disabled.
+    disable_links = {a["href"] for a in page.select("a[href$='/disable']")}
+    assert disable_links == {
+        f"/admin/accounts/{name}/disable" for name in ("boss", "reporter", "nobody")
+    }
+
+
+def test_create_account_with_a_generated_password_shown_once(world, factory):
+    browser = factory.browser("root")
+    response = post(
+        browser,
+        "/admin/accounts/new",
+        {"username": "newbie", "password": "", "admin_of": ["acme", "globex"]},
+    )
+    assert response.status_code == 200
+    assert "no-store" in response.headers["Cache-Control"]
+    password = soup(response).select_one("#secret").get_text()
+    assert len(password) >= 20
+    with browser.session_transaction() as session:
+        assert password not in repr(dict(session))  # not in a flash cookie
+    listing = browser.get("/admin/accounts")
+    assert password not in listing.get_data(as_text=True)
+    assert "Company-Admin of acme, globex" in listing.get_data(as_text=True)
+
+    newbie = factory.browser("newbie", password)  # signs in through the real form
+    assert newbie.get("/audit").status_code == 200
+    [entry] = audits("account.create")[-1:]
+    assert entry.actor == "root" and entry.via == "ui" and entry.after["username"] == "newbie"
+
+
+def test_create_account_with_a_chosen_password_and_grants(world, factory):
+    browser = factory.browser("root")
+    response = post(
+        browser,
+        "/admin/accounts/new",
+        {
+            "username": "clerk",
+            "password": "a long enough one",
+            "billing_summary": "y",
+            "reporting_for": ["globex"],
+        },
+    )
+    assert response.status_code == 302
+    assert "Account clerk created." in flashes(browser.get(response.headers["Location"]))
+    grants = accounts.grants_of(account_row("clerk"))
+    assert grants["billing_summary"] and grants["reporting_for"] == ["globex"]
+    assert not grants["system_admin"] and grants["admin_of"] == []
+    factory.browser("clerk", "a long enough one")
+
+
+def test_create_account_errors(world, factory):
+    browser = factory.browser("root")
+    before = counts()
+    response = post(browser, "/admin/accounts/new", {"username": "Bad Name", "password": ""})
+    assert response.status_code == 400
+    assert soup(response).select_one("#username-error") is not None
+    response = post(browser, "/admin/accounts/new", {"username": "ok", "password": "short"})
+    assert response.status_code == 400
+    assert soup(response).select_one("#password-error") is not None
+    response = post(browser, "/admin/accounts/new", {"username": "ok", "admin_of": ["nope"]})
+    assert response.status_code == 400
+    assert soup(response).select_one("#admin_of-error").get_text() == "unknown company"
+    response = post(browser, "/admin/accounts/new", {"username": "boss"})
+    assert response.status_code == 409
+    assert counts() == before
+
+
+def test_edit_grants_is_audited(world, factory):
+    browser = factory.browser("root")
+    page = soup(browser.get("/admin/accounts/boss/grants"))
+    selected = [o["value"] for o in page.select("#admin_of option[selected]")]
+    assert selected == ["acme"]
+    response = post(
+        browser,
+        "/admin/accounts/boss/grants",
+        {"admin_of": ["acme", "globex"], "billing_summary": "y"},
+    )
+    assert response.status_code == 302
+    grants = accounts.grants_of(account_row("boss"))
+    assert grants["admin_of"] == ["acme", "globex"] and grants["billing_summary"]
+    [entry] = audits("account.grants")
+    assert (entry.actor, entry.via, entry.target) == ("root", "ui", "account boss")
+    assert entry.before["admin_of"] == ["acme"] and not entry.before["billing_summary"]
+    assert entry.after["admin_of"] == ["acme", "globex"] and entry.after["billing_summary"]
+    # The new grants hold from boss's next request on: the report links appear.
+    nav = soup(factory.browser("boss").get("/account/tokens")).select("header a[href]")
+    assert "/reports/ddis" in {a["href"] for a in nav}
+
+
+def test_a_system_admin_cannot_remove_its_own_system_admin(world, factory):
+    browser = factory.browser("root")
+    before = counts()
+    response = post(browser, "/admin/accounts/root/grants", {"admin_of": ["acme"]})
+    assert response.status_code == 400
+    assert "own account" in soup(response).select_one("#system_admin-error").get_text()
+    assert counts() == before
+
+
+NO_GRANTS = {"system_admin": False, "admin_of": [], "billing_summary": False, "reporting_for": []}
+
+
+def test_the_last_active_system_admin_keeps_the_grant(world, factory):
+    with pytest.raises(Invalid, match="last active System-Admin") as caught:
+        accounts.set_grants(OPERATOR, "root", **NO_GRANTS)
+    assert "system_admin" in caught.value.fields
+    assert account_row("root").system_admin
+
+    # With a second active System-Admin, one may demote the other, once.
+    factory.account("root2", system_admin=True)
+    browser = factory.browser("root")
+    response = post(browser, "/admin/accounts/root2/grants", {})
+    assert response.status_code == 302
+    assert not account_row("root2").system_admin
+    # A disabled System-Admin does not count as a remaining one.
+    factory.account("root3", system_admin=True)
+    accounts.disable(OPERATOR, "root3")
+    with pytest.raises(Invalid, match="last active System-Admin"):
+        accounts.set_grants(OPERATOR, "root", **NO_GRANTS)
+
+
+def test_disable_after_confirmation_stops_session_and_tokens(world, factory):
+    boss_browser = factory.browser("boss")
+    assert api_read(factory, world["boss"].token).status_code == 200
+    browser = factory.browser("root")
+    confirm = soup(browser.get("/admin/accounts/boss/disable"))
+    assert "Are you sure?" in confirm.get_text()
+    form = confirm.select_one("main form[method=post]")
+    assert form["action"] == "/admin/accounts/boss/disable"
+    assert form.select_one("input[name=csrf_token]") is not None
+    assert account_row("boss").active  # the GET changed nothing
+
+    response = post(browser, "/admin/accounts/boss/disable")
+    assert response.status_code == 302
+    assert not account_row("boss").active
+    assert audits("account.disable")[-1].actor == "root"
+    assert boss_browser.get("/audit").headers["Location"].startswith("/login")
+    assert api_read(factory, world["boss"].token).status_code == 401
+
+
+def test_disabling_yourself_is_refused(world, factory):
+    browser = factory.browser("root")
+    before = counts()
+    response = post(browser, "/admin/accounts/root/disable")
+    assert response.status_code == 400
+    assert "your own account" in response.get_data(as_text=True)
+    assert counts() == before
+
+
+def test_reset_password_chosen_and_generated(world, factory):
+    boss_browser = factory.browser("boss")
+    browser = factory.browser("root")
+    response = post(browser, "/admin/accounts/boss/password", {"password": "brand new secret"})
+    assert response.status_code == 302
+    assert boss_browser.get("/audit").status_code == 302  # its session ended
+    factory.browser("boss", "brand new secret")
+
+    response = post(browser, "/admin/accounts/boss/password", {"password": ""})
+    assert response.status_code == 200
+    assert "no-store" in response.headers["Cache-Control"]
+    generated = soup(response).select_one("#secret").get_text()
+    factory.browser("boss", generated)
+    assert [e.actor for e in audits("account.password")] == ["root", "root"]
+
+    response = post(browser, "/admin/accounts/boss/password", {"password": "short"})
+    assert response.status_code == 400
+    assert soup(response).select_one("#password-error") is not None
+
+
+# --- tokens --------------------------------------------------------------------------------------
+
+
+def test_token_is_shown_once_works_and_is_then_listed_by_prefix_only(world, factory):
+    browser = factory.browser("root")
+    response = post(browser, "/account/tokens", {"label": "billing export"})
+    assert response.status_code == 200
+    assert "no-store" in response.headers["Cache-Control"]
+    raw = soup(response).select_one("#new-token").get_text()
+    assert raw.startswith("tad_")
+    with browser.session_transaction() as session:
+        assert raw not in repr(dict(session))
+
+    assert api_read(factory, raw).status_code == 200
+
+    listing = browser.get("/account/tokens")
+    html = listing.get_data(as_text=True)
+    assert raw not in html
+    row = next(tr for tr in soup(listing).select("tbody tr") if "billing export" in tr.text)
+    assert raw[:10] in row.get_text()
+    assert "never" not in row.get_text()  # last use recorded
+
+
+def test_tokens_page_lists_only_your_own_tokens(world, factory):
+    accounts.create_token(OPERATOR, "root", "root's script")
+    page = soup(factory.browser("boss").get("/account/tokens"))
+    rows = page.select("tbody tr")
+    assert len(rows) == 1 and "root's script" not in page.get_text()
+    [token] = accounts.tokens_of(OPERATOR, "root")[:1]
+    assert factory.browser("boss").get(f"/account/tokens/{token.id}/revoke").status_code == 404
+
+
+def test_revoke_after_confirmation_then_the_api_refuses_the_token(world, factory):
+    browser = factory.browser("nobody")
+    db.session.rollback()
+    [token] = accounts.tokens_of(OPERATOR, "nobody")
+    confirm = soup(browser.get(f"/account/tokens/{token.id}/revoke"))
+    assert "Are you sure?" in confirm.get_text()
+    assert api_read(factory, world["nobody"].token).status_code == 403  # valid, not allowed
+
+    response = post(browser, f"/account/tokens/{token.id}/revoke")
+    assert response.status_code == 302
+    assert api_read(factory, world["nobody"].token).status_code == 401
+    listing = soup(browser.get("/account/tokens"))
+    assert not listing.select("a[href$='/revoke']")
+    assert listing.select("tr.revoked")
+
+
+def test_token_label_too_long(world, factory):
+    browser = factory.browser("nobody")
+    before = counts()
+    response = post(browser, "/account/tokens", {"label": "x" * 101})
+    assert response.status_code == 400
+    assert soup(response).select_one("#label-error") is not None
+    assert counts() == before
+
+
+def test_change_own_password(world, factory):
+    browser = factory.browser("reporter")
+    before = counts()
+    response = post(
+        browser,
+        "/account/password",
+        {"pw-current_password": "wrong password!", "pw-password": "another good one"},
+    )
+    assert response.status_code == 400
+    assert soup(response).select_one("#pw-current_password-error").get_text() == "not correct"
+    assert counts() == before
+
+    response = post(
+        browser,
+        "/account/password",
+        {"pw-current_password": PASSWORD, "pw-password": "another good one"},
+    )
+    assert response.status_code == 302 and response.headers["Location"] == "/login"
+    assert "Password changed" in " ".join(flashes(browser.get("/login")))
+    assert browser.get("/account/tokens").status_code == 302  # signed out
+    factory.browser("reporter", "another good one")
+
+
+# --- audit ---------------------------------------------------------------------------------------
+
+
+def add_entries(entries: list[dict[str, Any]]) -> None:
+    with write_transaction() as session:
+        audit.record(session, entries)
+
+
+def table_rows(response) -> list[list[str]]:
+    return [
+        [td.get_text(" ", strip=True) for td in tr.find_all("td")]
+        for tr in soup(response).select("table.audit tbody tr")
+        if not tr.select("td.empty")
+    ]
+
+
+def test_audit_filters(world, factory):
+    day = datetime(2024, 1, 31, 23, 59, 59)
+    add_entries(
+        [
+            audit.entry(OPERATOR, "x.one", "Widget 7:1", company="acme", at=day),
+            audit.entry(OPERATOR, "x.two", "widget 7:2", company="globex", at=day + timedelta(1)),
+            audit.entry(OPERATOR, "x.three", "gadget Bob", company="acme", at=day - timedelta(1)),
+        ]
+    )
+    browser = factory.browser("root")
+
+    def actions(**params) -> list[str]:
+        response = browser.get("/audit", query_string=params)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return [row[2] for row in table_rows(response)]
+
+    assert actions(actor="test", target="WIDGET 7") == ["x.two", "x.one"]  # case-insensitive
+    assert actions(actor="tes") == []  # actor is exact
+    assert actions(actor="test", company="acme", date_to="2024-12-31") == ["x.one", "x.three"]
+    assert actions(date_from="2024-01-31", date_to="2024-01-31") == ["x.one"]  # inclusive
+    assert actions(date_from="2024-02-01", date_to="2024-02-01") == ["x.two"]
+    assert actions(date_to="2024-01-30") == ["x.three"]
+    assert actions(target="%") == []  # wildcards are literal
+    # The UI's own writes are there too, with before/after as key: value lists.
+    post(browser, "/admin/companies/acme/rename", {"name": "Acme Two"})
+    row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
+    assert row[1] == "root (ui)" and row[2] == "company.rename"
+    assert "name: Acme Ltd" in row[5] and "name: Acme Two" in row[6]
+
+    response = browser.get("/audit", query_string={"date_from": "31/01/2024"})
+    assert response.status_code == 400
+    assert soup(response).select_one("#date_from-error").get_text() == "must be yyyy-mm-dd"
+
+
+def test_audit_is_newest_first_and_paged(world, factory):
+    start = datetime(2023, 5, 1)
+    add_entries(
+        [
+            audit.entry(OPERATOR, "x.page", f"item {i}", company="acme", at=start + timedelta(i))
+            for i in range(120)
+        ]
+    )
+    browser = factory.browser("root")
+    seen = []
+    for page in (1, 2, 3):
+        response = browser.get("/audit", query_string={"target": "item", "page": page})
+        rows = table_rows(response)
+        assert len(rows) == (50 if page < 3 else 20)
+        seen += [row[3] for row in rows]
+        assert f"page {page} of 3" in soup(response).select_one(".count").get_text()
+        links = [a["href"] for a in soup(response).select(".pager a")]
+        assert all("target=item" in href for href in links)
+    assert seen == [f"item {i}" for i in reversed(range(120))]
+    assert table_rows(browser.get("/audit?target=item&page=9")) == []
+
+
+def test_a_company_admin_reads_only_its_companies_entries(world, factory):
+    add_entries(
+        [
+            audit.entry(OPERATOR, "x.acme", "thing a", company="acme"),
+            audit.entry(OPERATOR, "x.globex", "thing g", company="globex"),
+            audit.entry(OPERATOR, "x.none", "thing n"),
+        ]
+    )
+    browser = factory.browser("boss")
+    rows = table_rows(browser.get("/audit"))
+    assert rows and {row[4] for row in rows} == {"acme"}
+    assert "x.acme" in [row[2] for row in rows]
+    assert table_rows(browser.get("/audit?company=globex")) == []
+    options = [o["value"] for o in soup(browser.get("/audit")).select("#company option")]
+    assert options == ["", "acme"]
+
+    principal = Principal(username="x", via="ui", billing_summary=True)
+    with pytest.raises(Forbidden):
+        audit.search(principal)
+
+
+def test_audit_with_htmx_answers_only_the_rows_partial(world, factory):
+    browser = factory.browser("root")
+    response = browser.get("/audit?actor=test", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "HX-Request" in response.headers["Vary"]
+    html = response.get_data(as_text=True)
+    assert "<html" not in html and "<form" not in html
+    assert soup(response).select("table.audit tbody tr")
+    # htmx restoring history needs the whole page.
+    restore = browser.get(
+        "/audit?actor=test", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}
+    )
+    assert "<html" in restore.get_data(as_text=True)
+    page = soup(browser.get("/audit"))
+    form = page.select_one("form.filters")
+    assert form["method"] == "get" and form["hx-target"] == "#audit-rows"
+    assert form["hx-push-url"] == "true" and page.select_one("#audit-rows table")
+    bad = browser.get("/audit?date_to=x", headers={"HX-Request": "true"})
+    assert bad.status_code == 400 and "must be yyyy-mm-dd" in bad.get_data(as_text=True)
+
+
+# --- CSRF, escaping, accessibility ---------------------------------------------------------------
+
+
+def test_posts_without_the_csrf_token_change_nothing(world, factory):
+    db.session.rollback()
+    [token] = accounts.tokens_of(OPERATOR, "root")
+    attempts = [
+        ("/admin/companies", {"id": "newco", "name": "New"}),
+        ("/admin/companies/acme/rename", {"name": "Renamed"}),
+        ("/admin/accounts/new", {"username": "sneaky", "system_admin": "y"}),
+        ("/admin/accounts/boss/grants", {"system_admin": "y"}),
+        ("/admin/accounts/boss/password", {"password": "0123456789abc"}),
+        ("/admin/accounts/boss/disable", {}),
+        ("/account/tokens", {"label": "sneaky"}),
+        (f"/account/tokens/{token.id}/revoke", {}),
+        ("/account/password", {"pw-current_password": PASSWORD, "pw-password": "0123456789ab"}),
+    ]
+    browser = factory.browser("root")
+    before = counts()
+    for path, data in attempts:
+        response = post(browser, path, data, csrf=False)
+        assert response.status_code == 400, path
+        assert "expired or is not valid" in response.get_data(as_text=True), path
+        wrong = post(browser, path, {**data, "csrf_token": "forged"}, csrf=False)
+        assert wrong.status_code == 400, path
+        assert counts() == before, path
+
+
+def test_hostile_text_is_escaped(world, factory):
+    browser = factory.browser("root")
+    assert post(browser, "/admin/companies", {"id": "evil", "name": HOSTILE}).status_code == 302
+    response = post(browser, "/account/tokens", {"label": HOSTILE})
+    for page in (
+        browser.get("/admin/companies"),
+        response,
+        browser.get("/account/tokens"),
+        browser.get("/audit"),
+        browser.get("/admin/accounts/new"),
+    ):
+        html = page.get_data(as_text=True)
+        assert HOSTILE not in html and ESCAPED in html
+        assert not [s for s in soup(page).find_all("script") if "alert" in s.text]
+
+
+@pytest.mark.parametrize("path", [p for p, (roles, _) in PAGES.items() if "root" in roles])
+def test_every_input_has_a_label_and_no_inline_script_or_style(world, factory, path):
+    page = soup(factory.browser("root").get(path))
+    for control in page.select("main input, main select, main textarea"):
+        if control.get("type") in ("hidden", "submit"):
+            continue
+        assert control.get("id"), (path, control)
+        assert page.select_one(f"label[for='{control['id']}']"), (path, control)
+    for form in page.select("form[method=post]"):
+        assert form.select_one("input[name$=csrf_token]"), path
+    assert not page.select("[style]") and not page.select("style")
+    assert all(s.get("src") for s in page.find_all("script"))
+    assert not [tag for tag in page.find_all(True) if any(a.startswith("on") for a in tag.attrs)]
+
+
+def test_audit_search_answers_a_page_and_the_total(world, factory):
+    at = datetime(2022, 6, 1, 12)
+    add_entries([audit.entry(OPERATOR, "x.many", f"n {i}", at=at) for i in range(7)])
+    day = {"date_from": "2022-06-01", "date_to": "2022-06-01"}
+    rows, total = audit.search(OPERATOR, **day, per_page=5)
+    assert [r.target for r in rows] == ["n 6", "n 5", "n 4", "n 3", "n 2"] and total == 7
+    rows, total = audit.search(OPERATOR, **day, page=2, per_page=5)
+    assert [r.target for r in rows] == ["n 1", "n 0"] and total == 7
+    for bad in ({"page": 0}, {"page": "2"}, {"date_from": "2022-6-1"}, {"date_to": "2022-02-30"}):
+        with pytest.raises(Invalid):
+            audit.search(OPERATOR, **bad)
+    with pytest.raises(Invalid, match="before"):
+        audit.search(OPERATOR, date_from="2022-06-02", date_to="2022-06-01")
