@@ -23,6 +23,9 @@ def add_headers(response: Response) -> Response:
     headers.setdefault("Content-Security-Policy", CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("Referrer-Policy", "same-origin")
+    # One address answers a fragment to htmx and a whole page otherwise.
+    if request.endpoint != "static":
+        response.vary.add("HX-Request")
     headers.setdefault("X-Frame-Options", "DENY")
     # Pages of a signed-in account and every API answer may hold company data: no cache keeps
     # them (a shared computer's back button, a proxy). Static files stay cacheable.

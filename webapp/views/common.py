@@ -18,8 +18,12 @@ def principal() -> Principal:
 
 
 def is_htmx() -> bool:
-    """htmx asks for a fragment; a plain request (no JavaScript) gets the whole page."""
-    return request.headers.get("HX-Request") == "true"
+    """htmx asks for a fragment; a plain request (no JavaScript) gets the whole page, and so
+    does htmx restoring a page from history (it replaces the whole body)."""
+    return (
+        request.headers.get("HX-Request") == "true"
+        and request.headers.get("HX-History-Restore-Request") != "true"
+    )
 
 
 def apply_field_errors(form: FlaskForm, exc: ServiceError) -> None:
