@@ -130,6 +130,8 @@ def test_session_cookie_flags(app, factory):
     )
     cookie = response.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
+    # No remember-me cookie: a session ends with the browser and with sign-out.
+    assert "remember_token" not in " ".join(response.headers.getlist("Set-Cookie"))
     app.config["SESSION_COOKIE_SECURE"] = True  # what HTTPS=1 sets
     client2 = app.test_client()
     token = csrf_from(client2.get("/login").get_data(as_text=True))
