@@ -165,3 +165,97 @@ def test_no_page_or_answer_shows_a_hash_a_token_or_a_traceback(factory, hostile)
     for body in bodies:
         for leak in ("pbkdf2:", "scrypt:", secret, "Traceback", "sqlalchemy", "psycopg"):
             assert leak not in body
+
+
+# --- found in review: inputs that must be 4xx, not 500 ---------------------------------------
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/audit?actor=a%00b",
+        "/audit?target=a%00b",
+        "/audit?company=a%00b",
+        "/admin/companies/a%00b/rename",
+        "/admin/accounts/a%00b/grants",
+        "/ddis?number=1%00",
+        "/ddis/4%004/1/edit",
+    ],
+)
+def test_nul_bytes_in_pages_are_400(factory, hostile, path):
+    response = factory.browser("root").get(path)
+    assert response.status_code == 400
+
+
+def test_nul_bytes_in_forms_are_400_even_before_sign_in(factory, hostile):
+    client = factory.client
+    token = csrf_from(client.get("/login").get_data(as_text=True))
+    response = client.post(
+        "/login",
+        data={"csrf_token": token, "username": "a\x00b", "password": "correct horse battery"},
+    )
+    assert response.status_code == 400
+    browser = factory.browser("root")
+    page = browser.get("/account/tokens").get_data(as_text=True)
+    response = browser.post(
+        "/account/tokens", data={"csrf_token": csrf_from(page), "label": "x\x00y"}
+    )
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("path", ["/login", "/ddis/new", "/account/tokens"])
+def test_multipart_uploads_to_forms_are_400(factory, hostile, path):
+    browser = factory.browser("root")
+    token = csrf_from(browser.get(path).get_data(as_text=True))
+    response = browser.post(
+        path,
+        data={
+            "csrf_token": token,
+            "username": (io.BytesIO(b"root"), "u.txt"),
+            "dialcode": (io.BytesIO(b"44"), "d.txt"),
+            "label": (io.BytesIO(b"x"), "l.txt"),
+            "password": "x",
+        },
+        content_type="multipart/form-data",
+    )
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("page", ["\u00b2", "-1", "0", "abc", "9" * 12])
+def test_odd_page_numbers_fall_back_to_the_first_page(factory, hostile, page):
+    response = factory.browser("root").get("/ddis", query_string={"page": page})
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("token_id", ["2147483648", "9223372036854775808", "0"])
+def test_out_of_range_token_ids_are_404(factory, hostile, token_id):
+    browser = factory.browser("root")
+    assert browser.get(f"/account/tokens/{token_id}/revoke").status_code == 404
+
+
+def test_htmx_request_after_the_session_ended_loads_the_sign_in_page_whole(factory, hostile):
+    response = factory.client.get(
+        "/ddis?number=2",
+        headers={"HX-Request": "true", "HX-Current-URL": "http://localhost/ddis?number=2"},
+    )
+    assert response.status_code == 401
+    assert response.headers["HX-Redirect"].startswith("/login?next=")
+    assert "ddis" in response.headers["HX-Redirect"]
+
+
+def test_htmx_post_with_an_expired_form_reloads_the_page(factory, hostile):
+    browser = factory.browser("root")
+    response = browser.post(
+        "/ddis/new", data={"csrf_token": "stale"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 400 and response.headers["HX-Refresh"] == "true"
+
+
+def test_sorting_survives_filtering_through_htmx(factory, hostile):
+    browser = factory.browser("root")
+    fragment = browser.get("/ddis?sort=company&dir=desc", headers={"HX-Request": "true"})
+    soup = BeautifulSoup(fragment.get_data(as_text=True), "html.parser")
+    state = soup.select_one("#sort-state[hx-swap-oob]")
+    assert state is not None
+    assert {i["name"]: i["value"] for i in state.select("input")} == {
+        "sort": "company",
+        "dir": "desc",
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, request
+from flask import Flask, flash, jsonify, make_response, request
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
@@ -54,6 +54,13 @@ def register(app: Flask) -> None:
     def _csrf_error(exc: CSRFError):
         if _is_api():
             return error_response(403, "forbidden", "The CSRF token is missing or not valid.")
+        if request.headers.get("HX-Request") == "true":
+            # An htmx form whose token expired: reload the page (and so the token) instead of
+            # swapping an error page into the form.
+            flash("The form had expired; the page was reloaded, please try again.", "error")
+            response = make_response("", 400)
+            response.headers["HX-Refresh"] = "true"
+            return response
         return error_page(
             400, "The form has expired or is not valid; reload the page and try again."
         )

@@ -221,7 +221,9 @@ def create_token(principal: Principal, username: str, label: str = "") -> str:
 def revoke_token(principal: Principal, token_id: int) -> None:
     """Revoke a token (System-Admin, or its owner); refused from the next request on."""
     with write_transaction() as session:
-        token = session.get(ApiToken, token_id, with_for_update=True)
+        token = (
+            session.get(ApiToken, token_id, with_for_update=True) if 0 < token_id < 2**31 else None
+        )
         if token is None or not (
             principal.system_admin or token.account_id == principal.account_id
         ):
@@ -397,7 +399,8 @@ def tokens_of(principal: Principal, username: str) -> list[ApiToken]:
 
 def get_token(principal: Principal, token_id: int) -> ApiToken:
     """One token (System-Admin, or its owner); NotFound otherwise, so ids do not leak."""
-    token = db.session.get(ApiToken, token_id)
+    # An id no integer column can hold is simply not found (PostgreSQL would refuse the query).
+    token = db.session.get(ApiToken, token_id) if 0 < token_id < 2**31 else None
     if token is None or not (principal.system_admin or token.account_id == principal.account_id):
         raise NotFound("No such token.")
     return token

@@ -23,6 +23,23 @@ login_manager.login_message_category = "info"
 BAD_CREDENTIALS = "Unknown username or wrong password."
 
 
+@login_manager.unauthorized_handler
+def _unauthorized():
+    """Signed out: a page goes to /login; an htmx request would swap the sign-in page into
+    the rows, so htmx is told to load it as a whole page instead."""
+    from flask import make_response
+
+    target = url_for("auth.login", next=request.full_path.rstrip("?"))
+    if request.headers.get("HX-Request") == "true":
+        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        page = current.path + (f"?{current.query}" if current.query else "")
+        response = make_response("", 401)
+        response.headers["HX-Redirect"] = url_for("auth.login", next=safe_next(page or None))
+        return response
+    flash(login_manager.login_message, login_manager.login_message_category)
+    return redirect(target)
+
+
 class LoginForm(FlaskForm):
     username = StringField("Username", validators=[InputRequired(), Length(max=64)])
     password = PasswordField("Password", validators=[InputRequired(), Length(max=512)])

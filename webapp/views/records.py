@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -35,6 +36,7 @@ from .common import apply_field_errors, is_htmx, principal
 
 bp = Blueprint("records", __name__)
 PER_PAGE = 50
+PAGE_NUMBER = re.compile(r"[0-9]{1,6}")
 CSV_CHUNK = 5000
 
 
@@ -105,7 +107,8 @@ def _query(screen: Screen) -> dict[str, Any]:
         "filters": {f: args[f].strip() for f in screen.kind.fields if args.get(f, "").strip()},
         "sort": args.get("sort") if args.get("sort") in screen.kind.fields else None,
         "descending": args.get("dir") == "desc",
-        "page": int(page) if page.isdigit() and 0 < int(page) < 10**6 else 1,
+        # [0-9] and not str.isdigit(), which also admits superscripts that int() refuses.
+        "page": int(page) if PAGE_NUMBER.fullmatch(page) and int(page) > 0 else 1,
     }
 
 
@@ -143,7 +146,7 @@ def _list(screen: Screen):
         "companies": _company_choices(p),
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
-    return render_template(template, **context), status
+    return render_template(template, oob=is_htmx(), **context), status
 
 
 @bp.get("/ddis")
