@@ -9,13 +9,14 @@ app's migrations. The history indexes are dropped while loading and rebuilt afte
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import insert, text
+
+from . import use_bench_database
 
 BATCH = 20_000
 
@@ -82,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users-per-ddi", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{os.path.abspath('bench.db')}")
-    os.environ.setdefault("SECRET_KEY", "bench")
+    use_bench_database()
 
     from flask_migrate import upgrade
 

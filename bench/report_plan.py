@@ -8,12 +8,13 @@ after one warm-up), checking that they give the same numbers.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from datetime import date
 
 from sqlalchemy import text
+
+from . import use_bench_database
 
 
 def timed(session, statement, repeat: int) -> tuple[float, dict]:
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--today", type=date.fromisoformat, default=date.today())
     args = parser.parse_args(argv)
-    os.environ.setdefault("SECRET_KEY", "bench")
+    use_bench_database()
 
     from webapp import create_app
     from webapp.extensions import db

@@ -109,6 +109,14 @@ def _month_shift(year: int, month: int, step: int) -> tuple[int, int]:
     return index // 12, index % 12 + 1
 
 
+def _typed(name: str, fallback: int, low: int, high: int) -> int:
+    """The query's value of `name` if it is a plain number within [low, high], else fallback."""
+    value = request.args.get(name, "")
+    if value.isascii() and value.isdigit() and low <= int(value) <= high:
+        return int(value)
+    return fallback
+
+
 def _page(kind: str):
     me = principal()
     choices = report_days.reportable_companies(me)  # Forbidden without report permission
@@ -119,7 +127,10 @@ def _page(kind: str):
         today = periods.today_in(tz)
         ids = {c.id for c in choices}
         kept = [c for c in request.args.getlist("company") if c in ids]
-        context = _picker_context(kind, choices, today, today.year, today.month, kept)
+        # Keep what was asked for in the pickers, so it can be corrected, where it is a number.
+        year = _typed("year", today.year, 1, 9999)
+        month = _typed("month", today.month, 1, 12)
+        context = _picker_context(kind, choices, today, year, month, kept)
         html = render_template("reports/report.html", error=_message(exc), **context)
         return html, 400
     period = result.period
