@@ -74,6 +74,13 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": VIEWPORT, "locale": "en-GB"}
 
 
+def wait_for_htmx(page: Page) -> None:
+    """htmx loads with `defer` and takes over links once the document is ready. A click before
+    that is a plain link (what a user without JavaScript gets), so a test of the htmx
+    behaviour waits for it, above all on a loaded machine."""
+    page.wait_for_function("() => window.htmx !== undefined && document.readyState === 'complete'")
+
+
 @pytest.fixture
 def sign_in(live_server: str, page: Page):
     """sign_in(username): through the real /login form, then wait for the page it leads to.
@@ -86,5 +93,6 @@ def sign_in(live_server: str, page: Page):
         page.get_by_label("Password").fill(password)
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_text(f"Signed in as {username}.")).to_be_visible()
+        wait_for_htmx(page)
 
     return _sign_in

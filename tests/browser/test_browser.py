@@ -20,7 +20,7 @@ from sqlalchemy import update
 from webapp.database import write_transaction
 from webapp.models import HistoryInterval
 
-from .conftest import PASSWORD, VIEWPORT
+from .conftest import PASSWORD, VIEWPORT, wait_for_htmx
 
 ADMIN = {"system_admin": True}
 
@@ -44,6 +44,7 @@ def count(page: Page):
 
 def mark_document(page: Page) -> None:
     """Tag the loaded document: the tag survives an htmx swap but not a page load."""
+    wait_for_htmx(page)
     page.evaluate("window.__sameDocument = true")
 
 
