@@ -48,10 +48,14 @@ class Kind:
     def member(self, row: Any) -> tuple[str, str]:
         return (row.company, self.history_key(row))
 
+    def key_label(self, row: Any) -> str:
+        """How messages name the record: '44:2071234567', 'acme/ana.kim'."""
+        key = self.history_key(row)
+        return key if self.global_key else f"{row.company}/{key}"
+
     def target(self, row: Any) -> str:
         """How the audit log names the record: 'ddi 44:2071234567', 'user acme/ana.kim'."""
-        key = self.history_key(row)
-        return f"{self.name} {key}" if self.global_key else f"{self.name} {row.company}/{key}"
+        return f"{self.name} {self.key_label(row)}"
 
     @property
     def create_part(self) -> Part:
@@ -82,7 +86,9 @@ def may_create_delete(principal: Principal, kind: Kind) -> bool:
     return principal.system_admin or (kind.company_admin_creates and principal.is_admin)
 
 
-def _require_create_delete(principal: Principal, kind: Kind, verb: str) -> None:
+def require_create_delete(principal: Principal, kind: Kind, verb: str = "create or delete") -> None:
+    """Forbidden unless may_create_delete: the check create and delete make, for callers (the
+    pages) that must refuse before showing a form."""
     if not may_create_delete(principal, kind):
         if kind.company_admin_creates:
             principal.require_admin()
@@ -132,7 +138,7 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
     transaction; a duplicate key (in the batch or already stored, even by a racing request)
     raises Conflict and nothing is written.
     """
-    _require_create_delete(principal, kind, "create")
+    require_create_delete(principal, kind, "create")
     rows = _parse_rows(kind, values)
     principal.require_admin_of(r["company"] for r in rows)
     with write_transaction() as session:
@@ -147,7 +153,7 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
         # After the insert: if it waited for a racing delete of the same key, it is stamped
         # after that delete's end, so the key's intervals cannot overlap.
         now = write_clock(session)
-        members = [(r["company"], kind.history_key(_Row(r))) for r in rows]
+        members = [(r["company"], kind.history_key(Row(r))) for r in rows]
         history.open_intervals(session, kind.name, members, now)
         audit.record(
             session,
@@ -155,7 +161,7 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
                 audit.entry(
                     principal,
                     f"{kind.name}.create",
-                    kind.target(_Row(r)),
+                    kind.target(Row(r)),
                     company=r["company"],
                     after=r,
                     at=now,
@@ -166,7 +172,7 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
     return len(rows)
 
 
-class _Row:
+class Row:
     """Attribute access over a plain dict, so Kind helpers work before a row is stored."""
 
     def __init__(self, data: dict[str, str]):
@@ -289,7 +295,7 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
     Guarantees: each deleted row's history interval ends now and an audit entry keeps the row
     as it was; no match is not an error (0).
     """
-    _require_create_delete(principal, kind, "delete")
+    require_create_delete(principal, kind, "delete")
     scope = parse_part(kind.scoped_write_part, scope, "scope")
     principal.require_admin_of([scope["company"]])
     with write_transaction() as session:

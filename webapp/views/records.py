@@ -40,13 +40,6 @@ PAGE_NUMBER = re.compile(r"[0-9]{1,6}")
 CSV_CHUNK = 5000
 
 
-class _Obj:
-    """Attribute access over a row dict, for the Kind's naming helpers."""
-
-    def __init__(self, data: dict[str, str]):
-        self.__dict__.update(data)
-
-
 @dataclass(frozen=True)
 class Screen:
     name: str  # ddi | user: endpoint prefix
@@ -61,7 +54,7 @@ class Screen:
 
     def label_of(self, row: dict[str, str]) -> str:
         """How messages name a record: '44:2071234567', 'acme/ana.kim'."""
-        return self.kind.target(_Obj(row)).split(" ", 1)[1]
+        return self.kind.key_label(records.Row(row))
 
 
 DDI = Screen("ddi", "ddis", "DDIs", ddis, ddis.KIND, ("dialcode", "number"))
@@ -234,8 +227,7 @@ def _render_form(screen: Screen, form: RecordForm, action: str, record=None, sta
 
 def _create(screen: Screen):
     p = principal()
-    if not records.may_create_delete(p, screen.kind):
-        screen.service.create(p, None)  # raises the service's Forbidden, with its message
+    records.require_create_delete(p, screen.kind, "create")
     form = _form(p, screen, screen.kind.fields)
     if request.method == "POST" and form.validate_on_submit():
         values = _values(form, screen.kind.fields)
@@ -282,8 +274,7 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
 def _delete(screen: Screen, keys: dict[str, str]):
     p = principal()
     record = _find(p, screen, keys)
-    if not records.may_create_delete(p, screen.kind):
-        screen.service.delete(p, {"company": record["company"]})  # the service's Forbidden
+    records.require_create_delete(p, screen.kind, "delete")
     form = FlaskForm()
     if request.method == "POST" and form.validate_on_submit():
         screen.service.delete(p, {**screen.keys_of(record), "company": record["company"]})
