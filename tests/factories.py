@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app
 from sqlalchemy import func, select
 
 from webapp.access import Principal
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, HistoryInterval, PhoneUser
-from webapp.services import accounts, companies, ddis, phone_users
+from webapp.services import accounts, companies, ddis, periods, phone_users, rollups
 
 OPERATOR = Principal.cli("test")
 
@@ -106,3 +106,9 @@ def snapshot() -> dict[str, Any]:
         ),
         "audit": db.session.scalar(select(func.count()).select_from(AuditEntry)),
     }
+
+
+def rollup_rebuilt(session) -> None:
+    """For tests that write history rows directly, as an import does: recompute the report
+    rollup from the history, in the current REPORT_TIMEZONE, in the caller's transaction."""
+    rollups.rebuild_all(session, periods.zone(current_app.config["REPORT_TIMEZONE"]))

@@ -15,7 +15,7 @@ from sqlalchemy import insert
 from webapp.database import write_transaction
 from webapp.models import HistoryInterval
 
-from .factories import csrf_from
+from .factories import csrf_from, rollup_rebuilt
 
 PAYLOAD = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
 FORMULA = '=HYPERLINK("http://evil")'
@@ -44,6 +44,7 @@ def hostile(factory):
                 for n, c in enumerate(("evil", "sheet"))
             ],
         )
+        rollup_rebuilt(session)
     return root
 
 

@@ -18,7 +18,7 @@ from webapp.database import write_transaction
 from webapp.models import HistoryInterval
 from webapp.services import ddis, phone_users, reports
 
-from .factories import OPERATOR, Caller, Factory
+from .factories import OPERATOR, Caller, Factory, rollup_rebuilt
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -63,6 +63,7 @@ def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
                     kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
                 )
             )
+        rollup_rebuilt(session)
 
 
 def month_dates(year: int, month: int, last: int | None = None) -> list[str]:

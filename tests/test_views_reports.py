@@ -23,7 +23,7 @@ from webapp.models import HistoryInterval
 from webapp.services import periods, report_days, reports
 from webapp.services.errors import Forbidden, Invalid, NotFound
 
-from .factories import Factory
+from .factories import Factory, rollup_rebuilt
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -73,6 +73,7 @@ def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
                     kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
                 )
             )
+        rollup_rebuilt(session)
 
 
 def october() -> list[str]:

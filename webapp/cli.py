@@ -189,6 +189,17 @@ def history_import(path: Path) -> None:
     )
 
 
+@history_cli.command("rollup")
+@friendly
+def history_rollup() -> None:
+    """Rebuild the reports' daily rollup from the history, in REPORT_TIMEZONE."""
+    from .services import rollups
+
+    counts = rollups.build(_operator())
+    rows = ", ".join(f"{n} {kind} day rows" for kind, n in counts.items())
+    click.echo(f"Rebuilt the report rollup: {rows}.")
+
+
 def register_cli(app: Flask) -> None:
     for group in (companies_cli, accounts_cli, tokens_cli, demo_cli, history_cli):
         app.cli.add_command(group)

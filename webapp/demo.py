@@ -20,7 +20,7 @@ from sqlalchemy import insert, select
 from .access import Principal
 from .database import utcnow, write_transaction
 from .models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
-from .services import accounts, audit
+from .services import accounts, audit, periods, rollups
 
 COMPANIES = [
     ("acme", "Acme Telecom Ltd", 110),
@@ -192,6 +192,8 @@ def _load_records(principal: Principal) -> None:
         session.execute(insert(Ddi), ddis)
         session.execute(insert(PhoneUser), users)
         session.execute(insert(HistoryInterval), history)
+        # The history was written directly, not change by change: recompute the rollup.
+        rollups.rebuild_all(session, periods.zone(current_app.config["REPORT_TIMEZONE"]))
         audit.record(
             session,
             [

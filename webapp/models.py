@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from flask_login import UserMixin
@@ -10,6 +10,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -150,6 +151,43 @@ class HistoryInterval(db.Model):
     start_at: Mapped[datetime] = mapped_column(DateTime)
     end_at: Mapped[datetime | None] = mapped_column(DateTime)
     source: Mapped[str] = mapped_column(String(16), default="live")  # live | import | demo
+
+
+class DailyPeak(db.Model):
+    """The report's answer for one (kind, company, local day) on which the history has events.
+
+    `peak` is the most records active at once that day, `level` how many are active at its end,
+    and `last_at` the instant of its last event. A day without a row has no events: its level
+    all day, and so its peak, is the `level` of the company's latest earlier row (0 if none).
+    Kept in the same transaction as each change (services/rollups.py); days are local days in
+    the time zone RollupState names.
+    """
+
+    __tablename__ = "daily_peaks"
+    __table_args__ = (
+        # Reports: one month's rows for every company, read from the index alone.
+        Index("ix_daily_peaks_kind_day", "kind", "day", "company", "peak", "level"),
+    )
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    peak: Mapped[int] = mapped_column(Integer)
+    level: Mapped[int] = mapped_column(Integer)
+    last_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class RollupState(db.Model):
+    """One row per kind once its daily_peaks are complete, naming the time zone of their days.
+
+    No row: the rollup was never built (reports compute from the history, writers skip it).
+    """
+
+    __tablename__ = "rollup_state"
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    timezone: Mapped[str] = mapped_column(String(64))
+    built_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class AuditEntry(db.Model):

@@ -20,6 +20,7 @@ from sqlalchemy import update
 from webapp.database import write_transaction
 from webapp.models import HistoryInterval
 
+from ..factories import rollup_rebuilt
 from .conftest import PASSWORD, VIEWPORT, wait_for_htmx
 
 ADMIN = {"system_admin": True}
@@ -243,6 +244,7 @@ def add_history(*intervals: tuple[str, str, datetime, datetime | None]) -> None:
             HistoryInterval(kind="ddi", company=c, key=k, start_at=s, end_at=e, source="import")
             for c, k, s, e in intervals
         )
+        rollup_rebuilt(session)
 
 
 def test_monthly_calendar_and_day_drill_down(app, live_server, factory, page, sign_in):
@@ -387,6 +389,7 @@ def showcase_data(factory, year: int, month: int) -> None:
                             source="live",
                         )
                     )
+        rollup_rebuilt(session)
 
 
 def test_readme_screenshots(app, live_server, factory, page, sign_in, tmp_path):

@@ -21,7 +21,7 @@ from sqlalchemy import insert, select, text, tuple_
 from ..access import Principal
 from ..database import write_clock, write_transaction
 from ..models import Company, HistoryInterval
-from . import audit
+from . import audit, periods, rollups
 from .errors import Invalid
 from .fields import FORMATS
 
@@ -149,6 +149,23 @@ def _recorded(session, rows: list[Row]) -> dict[tuple[str, str], list[tuple]]:
     return found
 
 
+def _rebuild_rollups(session, new: list[Row]) -> None:
+    """Recompute the daily rollup of each company the new intervals touch, from the day of its
+    earliest new start on (the history before it is unchanged)."""
+    for kind in rollups.KINDS:
+        zone_name = rollups.built_zone(session, kind)
+        if zone_name is None:
+            continue
+        tz = periods.zone(zone_name)
+        first: dict[str, datetime] = {}
+        for r in new:
+            if r.kind == kind and (r.company not in first or r.start < first[r.company]):
+                first[r.company] = r.start
+        if first:
+            starts = {c: periods.today_in(tz, at) for c, at in first.items()}
+            rollups.rebuild(session, kind, starts, tz)
+
+
 def import_csv(
     principal: Principal,
     content: str,
@@ -199,6 +216,7 @@ def import_csv(
                     for r in new
                 ],
             )
+            _rebuild_rollups(session, new)
         audit.record(
             session,
             [

@@ -18,7 +18,7 @@ from ..access import Principal
 from ..database import write_clock, write_transaction
 from ..extensions import db
 from ..models import Company
-from . import audit, history
+from . import audit, history, rollups
 from .errors import Conflict, Invalid
 from .fields import Part, parse_int, parse_part
 
@@ -152,9 +152,11 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
             raise Conflict(kind.conflict_message) from exc
         # After the insert: if it waited for a racing delete of the same key, it is stamped
         # after that delete's end, so the key's intervals cannot overlap.
+        rollups.lock_companies(session, (r["company"] for r in rows))
         now = write_clock(session)
         members = [(r["company"], kind.history_key(Row(r))) for r in rows]
         history.open_intervals(session, kind.name, members, now)
+        rollups.record_changes(session, kind.name, now, starts=[c for c, _ in members])
         audit.record(
             session,
             [
@@ -224,6 +226,8 @@ def apply_changes(
     action: str,
 ) -> int:
     """Set `values` on `rows`; move history for company changes; audit; return rows changed."""
+    if "company" in values:
+        rollups.lock_companies(session, [values["company"], *(r.company for r in rows)])
     now = write_clock(session)
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
@@ -258,6 +262,14 @@ def apply_changes(
         raise Conflict(kind.conflict_message) from exc
     history.close_intervals(session, kind.name, moved_from, now)
     history.open_intervals(session, kind.name, moved_to, now)
+    if moved_from:
+        rollups.record_changes(
+            session,
+            kind.name,
+            now,
+            ends=[c for c, _ in moved_from],
+            starts=[c for c, _ in moved_to],
+        )
     audit.record(session, entries)
     return changed
 
@@ -307,6 +319,7 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
         ).all()
         if not rows:
             return 0
+        rollups.lock_companies(session, (r.company for r in rows))
         now = write_clock(session)
         ids = [r.id for r in rows]
         for i in range(0, len(ids), history.CHUNK):
@@ -316,6 +329,7 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
                 .execution_options(synchronize_session=False)
             )
         history.close_intervals(session, kind.name, [kind.member(r) for r in rows], now)
+        rollups.record_changes(session, kind.name, now, ends=[r.company for r in rows])
         audit.record(
             session,
             [

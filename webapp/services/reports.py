@@ -35,7 +35,7 @@ from sqlalchemy.sql import Select
 from ..access import Principal
 from ..extensions import db
 from ..models import Company, HistoryInterval
-from . import periods
+from . import periods, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
 
@@ -130,8 +130,27 @@ def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[t
 def daily_peaks(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[tuple[str, int], int]:
-    """{(company, day index): peak} for the days with a non-zero peak, in one query;
-    `companies` None means every company."""
+    """{(company, day index): peak} for the days with a non-zero peak; `companies` None means
+    every company. Read from the daily rollup when it is built in REPORT_TIMEZONE, else
+    computed from the history (the same numbers either way; tests/test_rollups.py)."""
+    zone_name = rollups.built_zone(db.session, kind)
+    if zone_name == current_app.config["REPORT_TIMEZONE"]:
+        return rollups.peaks(db.session, kind, period, companies)
+    if zone_name is not None:
+        current_app.logger.warning(
+            "The %s rollup is kept in %s, not REPORT_TIMEZONE %s: computing from the history. "
+            "Run `flask history rollup` to rebuild it.",
+            kind,
+            zone_name,
+            current_app.config["REPORT_TIMEZONE"],
+        )
+    return scratch_peaks(kind, period, companies)
+
+
+def scratch_peaks(
+    kind: str, period: periods.Period, companies: list[str] | None
+) -> dict[tuple[str, int], int]:
+    """daily_peaks computed from the history intervals alone, in one query."""
     query = peaks_query(kind, period, companies)
     return {(company, day): int(peak) for company, day, peak in db.session.execute(query) if peak}
 

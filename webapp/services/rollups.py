@@ -1,0 +1,339 @@
+"""Daily peaks kept beside the history, so a report reads one row per company-day with events
+instead of sweeping every interval that touches the month.
+
+For each (kind, company, local day) on which the history has an event, daily_peaks holds the
+day's peak, the level at its end and the instant of its last event. A day without a row is
+quiet: its level all day, and so its peak, is the level at the end of the company's latest
+earlier row. The rows are a pure function of the history, kept exact three ways:
+
+- Live writes call `record_changes` in their own transaction, after their history rows are
+  written. Every writer holds its companies' locks (`lock_companies`) from before it reads the
+  clock until it commits, so one company's changes reach the rollup in timestamp order and a
+  change extends the day's row by simple arithmetic. A change that is not later than the
+  company's last recorded event (a clock step back, two changes in one microsecond) rebuilds
+  that company from the change's day instead, so the rows stay exact.
+- A history import calls `rebuild` for the companies and days it touched.
+- `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
+  REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
+
+tests/test_rollups.py holds every path to the from-scratch computation on random histories.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from flask import current_app
+from sqlalchemy import and_, delete, insert, or_, select, text, update
+from sqlalchemy.orm import Session
+
+from ..access import Principal
+from ..database import utcnow, write_transaction
+from ..models import Company, DailyPeak, HistoryInterval, RollupState
+from . import audit, periods
+
+KINDS = ("ddi", "user")
+CHUNK = 400
+
+
+def lock_companies(session: Session, companies: Iterable[str]) -> None:
+    """Serialise writers per company until commit (PostgreSQL; SQLite writers are serial).
+
+    Call after the rows a write changes are locked and before write_clock: a writer that waits
+    here is then stamped after the one it waited for. FOR NO KEY UPDATE does not conflict with
+    the KEY SHARE locks that foreign-key checks take, so inserts into other tables never wait.
+    Companies are locked in identifier order so two writers cannot deadlock on them.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    wanted = sorted(set(companies))
+    for i in range(0, len(wanted), CHUNK):
+        session.execute(
+            select(Company.id)
+            .where(Company.id.in_(wanted[i : i + CHUNK]))
+            .order_by(Company.id)
+            .with_for_update(key_share=True)
+        ).all()
+
+
+def built_zone(session: Session, kind: str) -> str | None:
+    """The time zone kind's rollup is kept in, or None if it was never built."""
+    return session.scalar(select(RollupState.timezone).where(RollupState.kind == kind))
+
+
+def record_changes(
+    session: Session,
+    kind: str,
+    at: datetime,
+    ends: Iterable[str] = (),
+    starts: Iterable[str] = (),
+) -> None:
+    """Add one instant's interval ends and starts (one company per item) to the rollup.
+
+    Guarantees: afterwards the rows of every company named equal what `rebuild` would compute
+    from the history, provided the caller wrote these intervals first and holds
+    `lock_companies` for them. Does nothing while the rollup is not built. Reading the state
+    after the history write matters on PostgreSQL: a rebuild running meanwhile holds the
+    history table, so either it sees this change or this reads its finished state.
+    """
+    zone_name = built_zone(session, kind)
+    if zone_name is None:
+        return
+    tz = periods.zone(zone_name)
+    ended, started = Counter(ends), Counter(starts)
+    day = periods.today_in(tz, at)
+    day_start = periods.local_midnight_utc(day, tz)
+    for company in sorted(set(ended) | set(started)):
+        delta = started[company] - ended[company]
+        latest = session.execute(
+            select(DailyPeak)
+            .where(DailyPeak.kind == kind, DailyPeak.company == company)
+            .order_by(DailyPeak.day.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        if latest is not None and (latest.day > day or latest.last_at >= at):
+            # Out of order: the day's arithmetic would be wrong, the history is not.
+            rebuild(session, kind, {company: min(day, latest.day)}, tz)
+        elif latest is not None and latest.day == day:
+            level = latest.level + delta
+            session.execute(
+                update(DailyPeak)
+                .where(DailyPeak.kind == kind, DailyPeak.company == company, DailyPeak.day == day)
+                .values(level=level, peak=max(latest.peak, level), last_at=at)
+                .execution_options(synchronize_session=False)
+            )
+        else:
+            carry = 0 if latest is None else latest.level
+            level = carry + delta
+            # The carried level was the level from midnight until now, unless now is midnight.
+            peak = max(carry, level) if at > day_start else level
+            session.execute(
+                insert(DailyPeak).values(
+                    kind=kind, company=company, day=day, peak=peak, level=level, last_at=at
+                )
+            )
+
+
+@dataclass
+class _Day:
+    day: date
+    peak: int
+    level: int
+    last_at: datetime
+
+
+class _Days:
+    """Local dates of naive UTC instants, remembering the last day's bounds: a company's events
+    come in time order, so most lookups need no time-zone conversion."""
+
+    def __init__(self, tz: ZoneInfo):
+        self.tz = tz
+        self.start = self.end = datetime.max
+        self.day = date.min
+
+    def of(self, at: datetime) -> tuple[date, datetime]:
+        if not (self.start <= at < self.end):
+            self.day = at.replace(tzinfo=UTC).astimezone(self.tz).date()
+            self.start = periods.local_midnight_utc(self.day, self.tz)
+            self.end = periods.local_midnight_utc(self.day + timedelta(days=1), self.tz)
+        return self.day, self.start
+
+
+def sweep(
+    events: list[tuple[datetime, int, bool]], tz: ZoneInfo, days: _Days | None = None
+) -> Iterator[_Day]:
+    """The rows for one company's events (instant, +1/-1, real), sorted by instant with ends
+    first. Unreal events are the clamped starts of intervals open at a rebuild's first instant:
+    they set the level carried into it without making that day a day with events."""
+    days = days or _Days(tz)
+    level = 0
+    current: _Day | None = None
+    i, n = 0, len(events)
+    while i < n:
+        at = events[i][0]
+        before = level
+        real = False
+        while i < n and events[i][0] == at:
+            level += events[i][1]
+            real = real or events[i][2]
+            i += 1
+        if not real:
+            continue
+        day, day_start = days.of(at)
+        if current is None or current.day != day:
+            if current is not None:
+                yield current
+            # The level before this instant held from midnight on, unless this is midnight.
+            current = _Day(day, before if at > day_start else level, level, at)
+        current.peak = max(current.peak, level)
+        current.level = level
+        current.last_at = at
+    if current is not None:
+        yield current
+
+
+def rebuild(
+    session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo | None = None
+) -> int:
+    """Recompute kind's rows from the history: for each company in `starts` from its date on,
+    or, with `starts` None, everything (and record `tz` as the rollup's zone). Returns rows
+    written.
+
+    Guarantees: the rows written are exactly those the history implies; rows before a
+    company's start date are kept (the history before it is unchanged by the caller's
+    contract, e.g. an import writes only intervals that start on or after it).
+    """
+    if tz is None:
+        zone_name = built_zone(session, kind)
+        if zone_name is None:
+            return 0
+        tz = periods.zone(zone_name)
+    h = HistoryInterval
+    real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
+    if starts is None:
+        session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
+        query = (
+            select(h.company, h.start_at, h.end_at).where(h.kind == kind, real).order_by(h.company)
+        )
+        groups = _by_company(session.execute(query), None)
+    else:
+        groups = _partial_groups(session, kind, starts, tz, real)
+    days = _Days(tz)
+    out: list[tuple] = []
+    for company, events in groups:
+        events.sort(key=lambda e: (e[0], e[1]))
+        out += [(company, r.day, r.peak, r.level, r.last_at) for r in sweep(events, tz, days)]
+    # Written after the read has been consumed: one statement at a time on the connection.
+    for i in range(0, len(out), 5000):
+        session.execute(
+            insert(DailyPeak),
+            [
+                {"kind": kind, "company": c, "day": d, "peak": p, "level": lv, "last_at": at}
+                for c, d, p, lv, at in out[i : i + 5000]
+            ],
+        )
+    if starts is None:
+        state = session.get(RollupState, kind)
+        if state is None:
+            session.add(RollupState(kind=kind, timezone=tz.key, built_at=utcnow()))
+        else:
+            state.timezone, state.built_at = tz.key, utcnow()
+        session.flush()
+    return len(out)
+
+
+def _partial_groups(session: Session, kind: str, starts: dict[str, date], tz: ZoneInfo, real):
+    """Per company, the events from its start date's midnight on; rows from then on dropped."""
+    h = HistoryInterval
+    for company, first_day in sorted(starts.items()):
+        origin = periods.local_midnight_utc(first_day, tz)
+        session.execute(
+            delete(DailyPeak).where(
+                DailyPeak.kind == kind, DailyPeak.company == company, DailyPeak.day >= first_day
+            )
+        )
+        query = select(h.company, h.start_at, h.end_at).where(
+            h.kind == kind,
+            h.company == company,
+            real,
+            # An interval ending at the origin itself still ends on the first day.
+            or_(h.end_at.is_(None), h.end_at >= origin),
+        )
+        yield from _by_company(session.execute(query).all(), origin)
+
+
+def _by_company(result, origin: datetime | None):
+    """Group (company, start, end) rows, in company order, into per-company event lists."""
+    company, events = None, []
+    for c, start, end in result:
+        if c != company:
+            if company is not None:
+                yield company, events
+            company, events = c, []
+        if origin is not None and start < origin:
+            events.append((origin, 1, False))
+        else:
+            events.append((start, 1, True))
+        if end is not None:
+            events.append((end, -1, True))
+    if company is not None:
+        yield company, events
+
+
+def rebuild_all(session: Session, tz: ZoneInfo) -> dict[str, int]:
+    """Rebuild every kind's rollup in `tz` in the caller's transaction; {kind: rows written}.
+
+    On PostgreSQL live writers wait for it (they need the history table), so no change made
+    meanwhile is missed."""
+    session.flush()
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
+    return {kind: rebuild(session, kind, None, tz) for kind in KINDS}
+
+
+def build(principal: Principal) -> dict[str, int]:
+    """Rebuild every kind's rollup from the history in REPORT_TIMEZONE; {kind: rows written}.
+
+    Guarantees: all or nothing, audited; afterwards reports read the rollup again (they compute
+    from the history while it is missing or kept in another zone)."""
+    principal.require_system_admin("rebuild the report rollup")
+    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+    with write_transaction() as session:
+        counts = rebuild_all(session, tz)
+        detail = ", ".join(f"{kind}: {n} day rows" for kind, n in counts.items())
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal, "history.rollup", "report rollup", detail=f"{tz.key}; {detail}"
+                )
+            ],
+        )
+    return counts
+
+
+def peaks(
+    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+) -> dict[tuple[str, int], int]:
+    """{(company, day index): peak} from the rollup, for the days with a non-zero peak; the
+    same numbers as reports.scratch_peaks. `companies` None means every company."""
+    first, last = period.days[0].day, period.days[-1].day
+    index = {d.day: i for i, d in enumerate(period.days)}
+    # The level carried into the period: the latest row before it, one index seek per company.
+    carried = (
+        select(DailyPeak.level)
+        .where(DailyPeak.kind == kind, DailyPeak.company == Company.id, DailyPeak.day < first)
+        .order_by(DailyPeak.day.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    carry_query = select(Company.id, carried)
+    in_period = select(DailyPeak.company, DailyPeak.day, DailyPeak.peak, DailyPeak.level).where(
+        DailyPeak.kind == kind, and_(DailyPeak.day >= first, DailyPeak.day <= last)
+    )
+    if companies is not None:
+        carry_query = carry_query.where(Company.id.in_(companies))
+        in_period = in_period.where(DailyPeak.company.in_(companies))
+    level = {company: value or 0 for company, value in session.execute(carry_query)}
+    result: dict[tuple[str, int], int] = {}
+    marks: dict[str, list[tuple[int, int, int]]] = {}
+    for company, day, peak, end_level in session.execute(in_period):
+        marks.setdefault(company, []).append((index[day], peak, end_level))
+    count = len(period.days)
+    for company in level.keys() | marks.keys():
+        carry = level.get(company, 0)
+        rows = sorted(marks.get(company, ()))
+        j = 0
+        for i in range(count):
+            if j < len(rows) and rows[j][0] == i:
+                _, peak, carry = rows[j]
+                j += 1
+            else:
+                peak = carry
+            if peak:
+                result[(company, i)] = peak
+    return result
