@@ -34,17 +34,21 @@ test: $(VENV)/.installed-dev
 		echo "TEST_DATABASE_URL is not set: the PostgreSQL run was skipped."; \
 	fi
 
-# The report against a hand-written reference SQL on DATABASE_URL (default: bench.db, made on
-# first use: 600,000 DDIs in 10,000 companies, about 2 minutes).
-bench: $(VENV)/.installed-dev
-	@if [ -z "$$DATABASE_URL" ] && [ ! -f bench.db ]; then \
-		$(PY) -m bench.generate --ddis 600000 --companies 10000; \
-	fi
-	$(PY) -m bench.report_plan
+$(VENV)/.installed-bench: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,postgres,bench]'
+	touch $@ $(VENV)/.installed-dev $(VENV)/.installed-run
 
-# Seconds: a small data set, both queries, same numbers (also part of `make test`).
-bench-smoke: $(VENV)/.installed-dev
-	$(PY) -m pytest -q tests/test_bench_smoke.py
+# Every scenario on SQLite (and on PostgreSQL when BENCH_DATABASE_URL is set) as one table of
+# app figure, reference figure and ratio. Needs wrk (apt-get install wrk). The data sets are
+# generated on first use (bench.db, bench-1x.db, bench-2x.db) and kept; see README, Benchmarks.
+bench: $(VENV)/.installed-bench
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Seconds: small data sets, every scenario once, same numbers (also part of `make test`).
+bench-smoke: $(VENV)/.installed-bench
+	$(PY) -m pytest -q tests/test_bench_smoke.py tests/test_bench_http.py
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
@@ -55,4 +59,4 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache bench.db
+	rm -rf $(VENV) .pytest_cache .ruff_cache bench.db bench-1x.db bench-2x.db instance-bench

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert
 
-from bench.reference import reference_query
+from bench.reference import reference_query, window_reference_query
 from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
@@ -138,6 +138,12 @@ def check(app, kind: str, year: int, month: int, zone: str, intervals) -> None:
     }
     scratch = reports.scratch_peaks(kind, period, None)
     assert reference == scratch
+    window = {
+        (c, int(d)): int(p)
+        for c, d, p in db.session.execute(window_reference_query(kind, period))
+        if p
+    }
+    assert window == scratch
     # The report above read the rollup (rebuilt in this zone by store); so must a subset.
     assert rollups.built_zone(db.session, kind) == zone
     assert rollups.peaks(db.session, kind, period, None) == scratch

@@ -1,0 +1,82 @@
+"""One result row per scenario, and the single table `make bench` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Result:
+    """`app` and `reference` are in `unit`; `target` is the ratio app/reference to reach.
+
+    higher_is_better: throughput (req/s, rows/s); otherwise a time, where lower wins.
+    A target of None means the row is context (a before/after pair, a growth step).
+    absolute_target, in `unit`, is a bound on the app figure itself (p50 <= 50 ms, >= 5,000
+    rows/s), checked next to the ratio target when both are given.
+    """
+
+    database: str
+    scenario: str
+    app: float
+    reference: float | None
+    reference_name: str
+    unit: str
+    target: float | None = None
+    higher_is_better: bool = False
+    absolute_target: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.reference in (None, 0):
+            return None
+        return self.app / self.reference
+
+    @property
+    def verdict(self) -> str:
+        sign = ">=" if self.higher_is_better else "<="
+        checks = []  # (met, what was asked)
+        if self.target is not None and self.ratio is not None:
+            met = self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+            checks.append((met, f"{sign} {self.target:.3g}x"))
+        if self.absolute_target is not None:
+            bound = self.absolute_target
+            met = self.app >= bound if self.higher_is_better else self.app <= bound
+            checks.append((met, f"{sign} {_figure(bound, self.unit)}"))
+        if not checks:
+            return ""
+        met = all(ok for ok, _ in checks)
+        return f"{'met' if met else 'MISSED'} ({', '.join(what for _, what in checks)})"
+
+
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    if value >= 1:
+        return f"{value:.2f} {unit}"
+    return f"{value:.4f} {unit}"
+
+
+def render(results: list[Result]) -> str:
+    """A Markdown table: the closing note and README paste it as printed."""
+    head = ["database", "scenario", "app", "reference", "ratio", "target"]
+    rows = [
+        [
+            r.database,
+            r.scenario,
+            _figure(r.app, r.unit),
+            f"{_figure(r.reference, r.unit)} ({r.reference_name})" if r.reference_name else "-",
+            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            r.verdict,
+        ]
+        for r in results
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
