@@ -18,8 +18,19 @@ def test_bench_smoke(tmp_path):
     env.pop("BENCH_DATABASE_URL", None)
     env.pop("DATABASE_URL", None)
     run = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--skip-http", "--dir", str(tmp_path)]
-        + ["--ddis", "10000", "--companies", "120"],
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--quick",
+            "--skip-http",
+            "--dir",
+            str(tmp_path),
+            "--ddis",
+            "10000",
+            "--companies",
+            "120",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import csv
 import io
-from urllib.parse import parse_qs, quote, urlsplit
+import random
+import re
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
 from flask import g
 
+from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.models import Ddi
-from webapp.services import ddis
+from webapp.services import ddis, listing, phone_users
+from webapp.services.errors import Invalid
 
 from .factories import OPERATOR, Factory, csrf_from, snapshot
 
@@ -494,8 +498,12 @@ def test_sort_by_each_column(world, path, field, direction):
         else (USERS, USER_FIELDS, ("company", "username"))
     )
     index = {f: i for i, f in enumerate(fields)}
-    by_key = sorted(rows, key=lambda r: [r[index[k]] for k in keys])
-    expected = sorted(by_key, key=lambda r: r[index[field]], reverse=direction == "desc")
+    # The sort field, then the key; descending reverses the whole order (ties included).
+    expected = sorted(
+        rows,
+        key=lambda r: [r[index[field]], *(r[index[k]] for k in keys)],
+        reverse=direction == "desc",
+    )
     client = world.browser("root")
     response = client.get(path, query_string={"sort": field, "dir": direction})
     assert response.status_code == 200
@@ -520,6 +528,10 @@ def test_sort_by_each_column(world, path, field, direction):
         {"page": "abc"},
         {"page": "-1"},
         {"page": "0"},
+        {"after": "44"},  # one value where the order has two
+        {"before": ["44", "2071234567", "100"]},
+        {"after": ["44", "9" * 201]},
+        {"before": "", "last": "yes"},
     ],
 )
 def test_bad_sort_or_page_values_are_ignored(world, query):
@@ -534,10 +546,22 @@ def test_bad_sort_or_page_values_are_ignored(world, query):
     assert client.get("/ddis.csv", query_string=query).status_code == 200
 
 
+def pager_links(page: BeautifulSoup) -> dict[str, dict[str, list[str]]]:
+    """The query of each pager link by its rel: first, prev, next, last."""
+    return {
+        a["rel"][0]: parse_qs(urlsplit(a["href"]).query)
+        for a in page.select('nav[aria-label="Pages"] a[rel]')
+    }
+
+
+def count_line(page: BeautifulSoup) -> str:
+    return page.find(id="count").get_text(" ", strip=True)
+
+
 def test_paging_fifty_a_page(factory):
     factory.company(ACME)
     factory.account("root", system_admin=True)
-    numbers = [f"20{i:08d}" for i in range(60)]
+    numbers = [f"20{i:08d}" for i in range(120)]
     ddis.create(
         OPERATOR,
         [{"dialcode": "44", "number": n, "virt_exten": "1", "company": ACME} for n in numbers],
@@ -546,26 +570,234 @@ def test_paging_fifty_a_page(factory):
 
     first = soup(client.get("/ddis", query_string={"number": "20"}))
     assert [r[1] for r in table_rows(first)] == numbers[:50]
-    assert "Showing 1\u201350 of 60" in first.find(id="count").get_text(" ", strip=True)
-    next_link = first.find("a", rel="next")["href"]
-    assert first.find("a", rel="prev") is None
-    assert parse_qs(urlsplit(next_link).query) == {"page": ["2"], "number": ["20"]}
+    assert "Showing 1\u201350 of 120" in count_line(first)
+    links = pager_links(first)
+    assert set(links) == {"next", "last"}  # no way back from the first page
+    assert links["next"] == {"after": ["44", numbers[49]], "number": ["20"]}
+    assert links["last"] == {"last": ["1"], "number": ["20"]}
+    pager = first.select_one('nav[aria-label="Pages"]')
+    for a in pager.select("a[rel]"):  # htmx swaps the rows and keeps the address shareable
+        assert a["hx-get"] == a["href"] and a["hx-push-url"] == "true"
+        assert a["hx-target"] == "#rows"
 
-    second = soup(client.get(next_link))
-    assert [r[1] for r in table_rows(second)] == numbers[50:]
-    assert "Showing 51\u201360 of 60" in second.find(id="count").get_text(" ", strip=True)
-    assert second.find("a", rel="next") is None
-    assert parse_qs(urlsplit(second.find("a", rel="prev")["href"]).query)["page"] == ["1"]
+    second = soup(client.get(first.find("a", rel="next")["href"]))
+    assert [r[1] for r in table_rows(second)] == numbers[50:100]
+    assert "Showing 51\u2013100 of 120" in count_line(second)
+    links = pager_links(second)
+    assert set(links) == {"first", "prev", "next", "last"}
+    assert links["first"] == {"number": ["20"]}
+    assert links["prev"] == {"before": ["44", numbers[50]], "number": ["20"]}
 
-    # Paging keeps the sort.
-    desc = soup(client.get("/ddis", query_string={"sort": "number", "dir": "desc", "page": "2"}))
-    assert [r[1] for r in table_rows(desc)] == numbers[::-1][50:]
-    prev = parse_qs(urlsplit(desc.find("a", rel="prev")["href"]).query)
-    assert prev == {"page": ["1"], "sort": ["number"], "dir": ["desc"]}
+    # The last page is the last fifty rows; from there Previous walks back.
+    last = soup(client.get(first.find("a", rel="last")["href"]))
+    assert [r[1] for r in table_rows(last)] == numbers[70:]
+    assert "Showing 71\u2013120 of 120" in count_line(last)
+    assert set(pager_links(last)) == {"first", "prev"}
+    back = soup(client.get(last.find("a", rel="prev")["href"]))
+    assert [r[1] for r in table_rows(back)] == numbers[20:70]
+    assert "Showing 21\u201370 of 120" in count_line(back)
+    start = soup(client.get(back.find("a", rel="prev")["href"]))
+    assert [r[1] for r in table_rows(start)] == numbers[:20]  # exactly the rows before
+    assert "Showing 1\u201320 of 120" in count_line(start)
+    assert set(pager_links(start)) == {"next", "last"}
 
-    # The CSV is the whole filtered view, not one page.
-    _, *data = csv_rows(client.get("/ddis.csv", query_string={"number": "20"}))
+    # Paging keeps the sort: the cursor is the sort field, then the key.
+    desc = soup(client.get("/ddis", query_string={"sort": "number", "dir": "desc"}))
+    assert [r[1] for r in table_rows(desc)] == numbers[::-1][:50]
+    following = pager_links(desc)["next"]
+    assert following == {"after": [numbers[70], "44"], "sort": ["number"], "dir": ["desc"]}
+    desc2 = soup(client.get(desc.find("a", rel="next")["href"]))
+    assert [r[1] for r in table_rows(desc2)] == numbers[::-1][50:100]
+
+    # The old page numbers of the spec's addresses still work, and link on with cursors.
+    old = soup(client.get("/ddis", query_string={"number": "20", "page": "2"}))
+    assert [r[1] for r in table_rows(old)] == numbers[50:100]
+    assert "Showing 51\u2013100 of 120" in count_line(old)
+    assert pager_links(old)["next"] == {"after": ["44", numbers[99]], "number": ["20"]}
+    past = soup(client.get("/ddis", query_string={"page": "9"}))
+    assert table_rows(past) == []
+    assert "Page 9 is past the end: 120 in all" in count_line(past)
+    assert set(pager_links(past)) == {"first", "prev"}
+
+    # The CSV is the whole filtered view, not one page, whatever page the link came from.
+    _, *data = csv_rows(client.get("/ddis.csv", query_string={"number": "20", "after": "x"}))
     assert [r[1] for r in data] == numbers
+    csv_link = second.find(id="csv-link")["href"]
+    assert "after" not in parse_qs(urlsplit(csv_link).query)
+
+
+# --- keyset paging over random data --------------------------------------------------------------
+WALK_PER_PAGE = 7
+
+
+def random_records(seed: int) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """DDIs and phone users with many equal values in every sortable column, in three
+    companies: ties must be broken by the key, or paging would skip or repeat rows."""
+    rng = random.Random(seed)
+    ddi_rows: dict[tuple[str, str], tuple[str, ...]] = {}
+    while len(ddi_rows) < 60:
+        dialcode = rng.choice(["1", "44", "44", "353"])
+        number = rng.choice(["2", "20", "207", "3"]) + str(rng.randrange(10 ** rng.randrange(1, 5)))
+        virt_exten = rng.choice(["100", "101", "2", "20", "200"])
+        ddi_rows[(dialcode, number)] = (dialcode, number, virt_exten, rng.choice(COMPANIES))
+    user_rows: dict[tuple[str, str], tuple[str, ...]] = {}
+    while len(user_rows) < 45:
+        username = rng.choice(["a", "ab", "b", "d"]) + str(rng.randrange(12))
+        company = rng.choice(COMPANIES)  # the same username in two companies is two users
+        user_rows[(company, username)] = (username, rng.choice(["200", "201", "3"]), company)
+    return list(ddi_rows.values()), list(user_rows.values())
+
+
+@pytest.fixture
+def walk_world(factory, monkeypatch, request):
+    from webapp.views import records as record_views
+
+    monkeypatch.setattr(record_views, "PER_PAGE", WALK_PER_PAGE)
+    for company in COMPANIES:
+        factory.company(company)
+    for role in ("root", "cadmin", "cadmin2"):
+        factory.account(role, **ROLES[role])
+    ddi_rows, user_rows = random_records(request.param)
+    ddis.create(OPERATOR, [dict(zip(DDI_FIELDS, r, strict=True)) for r in ddi_rows])
+    phone_users.create(OPERATOR, [dict(zip(USER_FIELDS, r, strict=True)) for r in user_rows])
+    return World(factory), ddi_rows, user_rows, random.Random(request.param)
+
+
+def expected_order(rows, fields, keys, sort, descending):
+    index = {f: i for i, f in enumerate(fields)}
+    order = ([sort] if sort else []) + [k for k in keys if k != sort]
+    return sorted(
+        (tuple(r) for r in rows),
+        key=lambda r: [r[index[f]] for f in order],
+        reverse=descending,
+    )
+
+
+def walk(client, url: str, rel: str, total: int) -> list[list[tuple[str, ...]]]:
+    """Follow `rel` links from `url` to the end; every page's rows, checking its count line."""
+    pages = []
+    while url:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        page = soup(response)
+        rows = table_rows(page)
+        assert 0 < len(rows) <= WALK_PER_PAGE, url
+        pages.append(rows)
+        match = re.search(r"Showing ([0-9]+)\u2013([0-9]+) of ([0-9]+)", count_line(page))
+        assert match, count_line(page)
+        assert int(match[2]) - int(match[1]) + 1 == len(rows)
+        assert int(match[3]) == total
+        link = page.find("a", rel=rel)
+        url = link["href"] if link else None
+        assert len(pages) <= total, "the walk does not end"
+    return pages
+
+
+@pytest.mark.parametrize("walk_world", [1, 2, 3], indirect=True)
+def test_walking_next_and_prev_visits_every_row_once_in_order(walk_world):
+    """From the first page Next to the end, and from the last page Previous to the start,
+    for random combinations of role, filters, sort and direction: every matching row once,
+    in order, with positions that add up."""
+    world, ddi_rows, user_rows, rng = walk_world
+    filters = {
+        "/ddis": [{}, {"company": ACME}, {"number": "2"}, {"virt_exten": "2", "company": INITECH},
+                  {"dialcode": "44", "number": "20"}, {"company": GLOBEX}],
+        "/users": [{}, {"company": INITECH}, {"username": "a"}, {"virt_exten": "20"}],
+    }  # fmt: skip
+    kinds = {
+        "/ddis": (ddi_rows, DDI_FIELDS, ("dialcode", "number")),
+        "/users": (user_rows, USER_FIELDS, ("company", "username")),
+    }
+    combos = [
+        (role, path, flt, sort, desc)
+        for role in ("root", "cadmin", "cadmin2")
+        for path in ("/ddis", "/users")
+        for flt in filters[path]
+        for sort in (None, *kinds[path][1])
+        for desc in ((False, True) if sort else (False,))
+    ]
+    for role, path, flt, sort, desc in rng.sample(combos, 30):
+        rows, fields, keys = kinds[path]
+        client = world.browser(role)
+        mine = visible(rows, fields, ADMIN_SCOPE[role])
+        matching = [r for r in _expected(rows, fields, flt) if tuple(r) in mine]
+        expected = expected_order(matching, fields, keys, sort, desc)
+        query = {**flt, **({"sort": sort, "dir": "desc" if desc else "asc"} if sort else {})}
+        url = f"{path}?{urlencode(query)}"
+        what = f"{role} {url}"
+        if not expected:
+            assert "Nothing matches" in count_line(soup(client.get(url))), what
+            continue
+        forward = walk(client, url, "next", len(expected))
+        assert [r for page in forward for r in page] == expected, what
+        assert all(len(page) == WALK_PER_PAGE for page in forward[:-1]), what
+        last_link = soup(client.get(url)).find("a", rel="last")
+        last_url = last_link["href"] if last_link else url
+        backward = walk(client, last_url, "prev", len(expected))
+        assert [r for page in reversed(backward) for r in page] == expected, what
+        assert backward[0] == expected[-WALK_PER_PAGE:], what
+        assert all(len(page) == WALK_PER_PAGE for page in backward[:-1]), what
+
+
+@pytest.mark.parametrize("walk_world", [4], indirect=True)
+def test_paging_goes_on_from_where_it_was_when_rows_change(walk_world):
+    """A cursor names a position, not a row: delete the row a Next link continues from and
+    add one before it, and Next still shows the rows that follow it, none twice."""
+    world, ddi_rows, _, _ = walk_world
+    client = world.browser("root")
+    expected = expected_order(ddi_rows, DDI_FIELDS, ("dialcode", "number"), "virt_exten", False)
+    first = soup(client.get("/ddis?sort=virt_exten&dir=asc"))
+    next_url = first.find("a", rel="next")["href"]
+    gone = expected[WALK_PER_PAGE - 1]
+    ddis.delete(OPERATOR, {"dialcode": gone[0], "number": gone[1], "company": gone[3]})
+    ddis.create(OPERATOR, {"dialcode": "1", "number": "1", "virt_exten": "0", "company": ACME})
+    second = soup(client.get(next_url))
+    assert table_rows(second) == expected[WALK_PER_PAGE : 2 * WALK_PER_PAGE]
+    # One row fewer before it and one more: the position is counted, not remembered.
+    assert f"Showing {WALK_PER_PAGE + 1}\u2013" in count_line(second)
+
+
+@pytest.mark.parametrize("walk_world", [5], indirect=True)
+def test_csv_export_walks_the_whole_view_in_chunks(walk_world, monkeypatch):
+    from webapp.views import records as record_views
+
+    monkeypatch.setattr(record_views, "CSV_CHUNK", 4)  # many chunks, ties across their edges
+    world, ddi_rows, user_rows, _ = walk_world
+    for role in ("root", "cadmin2"):
+        client = world.browser(role)
+        mine = visible(ddi_rows, DDI_FIELDS, ADMIN_SCOPE[role])
+        for sort, desc in ((None, False), ("virt_exten", True), ("company", False)):
+            query = {"sort": sort, "dir": "desc" if desc else "asc"} if sort else {}
+            _, *data = csv_rows(client.get("/ddis.csv", query_string=query))
+            expected = expected_order(mine, DDI_FIELDS, ("dialcode", "number"), sort, desc)
+            assert [tuple(r) for r in data] == expected, (role, query)
+        mine = visible(user_rows, USER_FIELDS, ADMIN_SCOPE[role])
+        _, *data = csv_rows(client.get("/users.csv", query_string={"sort": "username"}))
+        assert [tuple(r) for r in data] == expected_order(
+            mine, USER_FIELDS, ("company", "username"), "username", False
+        )
+
+
+def test_bad_cursors_are_refused_by_the_service_and_ignored_by_the_pages(world):
+    root = Principal.cli("test")
+    for bad in (["44"], ["44", "1", "2"], "44", [44, "1"], ["44", "x" * 201], ["\ud800", "1"]):
+        with pytest.raises(Invalid) as caught:
+            listing.page(root, ddis.KIND, {}, after=bad)
+        assert "after" in caught.value.fields
+    with pytest.raises(Invalid):
+        listing.page(root, ddis.KIND, {}, sort="virt_exten", before=["44", "1"])
+    client = world.browser("cadmin")
+    assert client.get("/ddis?after=1%00&after=2").status_code == 400  # NUL: refused early
+    for query in ("after=%ED%A0%80&after=1", "before=%FF&before=1", "after=44&sort=virt_exten"):
+        response = client.get(f"/ddis?{query}")
+        assert response.status_code == 200, query
+        assert not any(leak in html(response) for leak in LEAKS)
+    # Whatever a cursor says, a Company-Admin sees only its company's rows.
+    for query in ("after=0&after=0", "before=9&before=9", "last=1", "page=1"):
+        rows = table_rows(soup(client.get(f"/ddis?company={GLOBEX}&{query}")))
+        assert rows == []
+        rows = table_rows(soup(client.get(f"/ddis?{query}")))
+        assert {r[3] for r in rows} == {ACME}, query
 
 
 @pytest.mark.parametrize(

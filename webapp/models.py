@@ -103,7 +103,12 @@ class Ddi(db.Model):
     __tablename__ = "ddis"
     __table_args__ = (
         UniqueConstraint("dialcode", "number", name="uq_ddis_dialcode_number"),
+        # The list page of one company in each order it offers (sort field, then the key):
+        # its first, last and every keyset page is one range of one of these (migration 0004).
+        # Sorting by dialcode or company uses the first.
         Index("ix_ddis_company_dialcode_number", "company", "dialcode", "number"),
+        Index("ix_ddis_company_number_dialcode", "company", "number", "dialcode"),
+        Index("ix_ddis_company_virt_exten", "company", "virt_exten", "dialcode", "number"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -119,6 +124,8 @@ class PhoneUser(db.Model):
     __tablename__ = "phone_users"
     __table_args__ = (
         UniqueConstraint("company", "username", name="uq_phone_users_company_username"),
+        # One company's list sorted by extension; the unique constraint serves the others.
+        Index("ix_phone_users_company_virt_exten", "company", "virt_exten", "username"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

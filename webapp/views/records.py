@@ -30,7 +30,7 @@ from flask_wtf import FlaskForm
 from wtforms import SelectField, StringField
 
 from ..access import Principal
-from ..services import companies, ddis, phone_users, records
+from ..services import companies, ddis, listing, phone_users, records
 from ..services.errors import Invalid, NotFound, ServiceError
 from .common import apply_field_errors, is_htmx, principal
 
@@ -38,6 +38,9 @@ bp = Blueprint("records", __name__)
 PER_PAGE = 50
 PAGE_NUMBER = re.compile(r"[0-9]{1,6}")
 CSV_CHUNK = 5000
+EMPTY = listing.Listing(
+    rows=[], total=0, start=0, has_prev=False, has_next=False, first=None, last=None
+)
 
 
 @dataclass(frozen=True)
@@ -93,29 +96,49 @@ def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
 
 # --- lists -------------------------------------------------------------------------------------
 def _query(screen: Screen) -> dict[str, Any]:
-    """The list's state from the query string: filters, sort, page (bad values fall back)."""
+    """The list's state from the query string: filters, sort, and where in the list the page
+    is (bad values fall back: an unknown sort to the key order, a bad position to the first
+    page). Positions: `after` or `before` a row (the order fields' values, repeated: see
+    listing.order_fields), `last=1`, or an old-style `page` number."""
     args = request.args
-    page = args.get("page", "1")
-    return {
+    sort = args.get("sort") if args.get("sort") in screen.kind.fields else None
+    page = args.get("page", "")
+    state: dict[str, Any] = {
         "filters": {f: args[f].strip() for f in screen.kind.fields if args.get(f, "").strip()},
-        "sort": args.get("sort") if args.get("sort") in screen.kind.fields else None,
-        "descending": args.get("dir") == "desc",
+        "sort": sort,
+        "descending": sort is not None and args.get("dir") == "desc",
+        "after": None,
+        "before": None,
+        "last": False,
         # [0-9] and not str.isdigit(), which also admits superscripts that int() refuses.
-        "page": int(page) if PAGE_NUMBER.fullmatch(page) and int(page) > 0 else 1,
+        "page": int(page) if PAGE_NUMBER.fullmatch(page) and int(page) > 0 else None,
     }
+    for name in ("after", "before"):
+        if name in args:
+            try:
+                state[name] = listing.parse_cursor(screen.kind, sort, args.getlist(name), name)
+            except Invalid:
+                continue
+            return state
+    state["last"] = args.get("last") == "1"
+    return state
 
 
-def _read(p: Principal, screen: Screen, state: dict[str, Any], limit: int, offset: int):
+def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, count=True):
     """One page of the list as the query string describes it; filters match from the start,
     as someone typing expects."""
-    return screen.service.read(
+    return listing.page(
         p,
+        screen.kind,
         state["filters"],
-        limit=limit,
-        offset=offset,
         sort=state["sort"],
         descending=state["descending"],
-        prefix=True,
+        after=state["after"],
+        before=state["before"],
+        last=state["last"],
+        number=None if state["last"] else state["page"],
+        per_page=per_page,
+        count=count,
     )
 
 
@@ -124,10 +147,10 @@ def _list(screen: Screen):
     state = _query(screen)
     error, status = None, 200
     try:
-        page = _read(p, screen, state, PER_PAGE, (state["page"] - 1) * PER_PAGE)
+        page = _read(p, screen, state, PER_PAGE)
     except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
         p.require_admin()
-        page, status = records.Page(rows=[], total=0), 400
+        page, status = EMPTY, 400
         error = "; ".join(f"{k}: {v}" for k, v in exc.fields.items()) or exc.message
     context = {
         "screen": screen,
@@ -156,25 +179,27 @@ def users_list():
 
 def _csv(screen: Screen) -> Response:
     p = principal()
-    state = _query(screen)
+    # The whole filtered view in its order, from the start, whatever page the link was on.
+    state = {**_query(screen), "after": None, "before": None, "last": False, "page": None}
     # Read the first chunk before streaming, so a refusal is an ordinary error page.
-    first = _read(p, screen, state, CSV_CHUNK, 0)
+    first = _read(p, screen, state, CSV_CHUNK, count=False)
 
     def rows() -> Iterator[str]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(screen.kind.fields)
-        chunk, offset = first, 0
+        chunk = first
         while True:
             for row in chunk.rows:
                 writer.writerow([neutralise(row[f]) for f in screen.kind.fields])
             yield out.getvalue()
             out.seek(0)
             out.truncate()
-            offset += CSV_CHUNK
-            if offset >= chunk.total or not chunk.rows:
+            if not chunk.has_next:
                 return
-            chunk = _read(p, screen, state, CSV_CHUNK, offset)
+            # Keyset: each chunk starts after the last row of the one before, one index
+            # range each, so a million rows cost no more per chunk at the end than at the start.
+            chunk = _read(p, screen, {**state, "after": chunk.last}, CSV_CHUNK, count=False)
 
     response = Response(stream_with_context(rows()), mimetype="text/csv")
     response.headers["Content-Disposition"] = f"attachment; filename={screen.plural}.csv"

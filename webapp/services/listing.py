@@ -1,0 +1,297 @@
+"""Keyset paging for the list pages (/ddis, /users) and their CSV downloads.
+
+The list's order is total: the sort field (if any), then the kind's key fields, all ascending or
+all descending. A page is found from a position in that order, never by counting rows to skip:
+
+- the first page: the first rows of the order;
+- `after` a cursor: the rows that follow it (Next);
+- `before` a cursor: the rows that precede it (Previous), read in the reversed order;
+- the last page: the first rows of the reversed order, shown reversed.
+
+A cursor is the order fields' values of one row (`order_fields`), so a page is one index range
+scan whatever its depth, given an index on (company, order fields) for the company-scoped view
+(migration 0004). Rows added or deleted between two requests never make paging skip or repeat a
+row. Authorization is the same as `records.read`: a Company-Admin's rows are restricted
+silently to its companies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, false, func, select, tuple_
+
+from ..access import Principal
+from ..extensions import db
+from .errors import Invalid
+from .fields import parse_part
+from .records import Kind
+
+MAX_PER_PAGE = 10_000
+MAX_CURSOR_VALUE = 200  # longer than any stored field may be
+MAX_PAGE_NUMBER = 999_999
+# Prefix filters on these fields can be an index range on any collation: values are digits.
+DIGIT_FIELDS = frozenset({"dialcode", "number", "virt_exten"})
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a list. `start` is the 1-based position of its first row in the whole view
+    (0 when the page is empty or positions were not asked for); `total` counts the view."""
+
+    rows: list[dict[str, str]]
+    total: int | None
+    start: int
+    has_prev: bool
+    has_next: bool
+    first: tuple[str, ...] | None  # cursor of rows[0]: the Previous link goes before it
+    last: tuple[str, ...] | None  # cursor of rows[-1]: the Next link goes after it
+
+
+def order_fields(kind: Kind, sort: str | None) -> tuple[str, ...]:
+    """The fields of the list's total order, and so of its cursors: the sort field, then the
+    key fields it does not already name."""
+    head = (sort,) if sort else ()
+    return head + tuple(f for f in kind.order if f not in head)
+
+
+def parse_cursor(kind: Kind, sort: str | None, values: Any, name: str) -> tuple[str, ...]:
+    """A cursor for this order, or Invalid: one string per order field, no NUL, at most
+    MAX_CURSOR_VALUE characters each. Any such values name a position, whether or not a row
+    holds them (rows come and go between requests)."""
+    fields = order_fields(kind, sort)
+    if (
+        not isinstance(values, Sequence)
+        or isinstance(values, str)
+        or len(values) != len(fields)
+        or not all(
+            isinstance(v, str) and len(v) <= MAX_CURSOR_VALUE and "\x00" not in v for v in values
+        )
+    ):
+        why = f"must be {len(fields)} values: {', '.join(fields)}"
+        raise Invalid(f"'{name}' {why}.", {name: why})
+    try:
+        for v in values:
+            v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Invalid(f"'{name}' must be text.", {name: "must be text"}) from None
+    return tuple(values)
+
+
+def cursor_of(kind: Kind, sort: str | None, row: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(row[f] for f in order_fields(kind, sort))
+
+
+def page(
+    principal: Principal,
+    kind: Kind,
+    filters: Any,
+    *,
+    sort: str | None = None,
+    descending: bool = False,
+    after: Any = None,
+    before: Any = None,
+    last: bool = False,
+    number: int | None = None,
+    per_page: int = 50,
+    count: bool = True,
+) -> Listing:
+    """One page of the rows matching `filters`, restricted silently to the principal's
+    companies. `company` matches exactly, every other field from its start (as someone types).
+
+    At most one position: `after` or `before` a cursor, `last`, or a page `number` (1-based,
+    for old addresses: an offset, so its cost grows with the depth). None: the first page. A
+    `before` page at the start of the list holds only the rows before the cursor. With
+    `count`, `total` and `start` are filled; without it (CSV export) both are left out.
+    """
+    principal.require_admin()
+    scope = parse_part(kind.scope_part, filters, "scope")
+    if sort is not None and sort not in kind.fields:
+        raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
+    if not 1 <= per_page <= MAX_PER_PAGE:
+        raise Invalid(f"'per_page' must be 1 to {MAX_PER_PAGE}.", {"per_page": "out of range"})
+    if number is not None and not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Invalid(f"'page' must be 1 to {MAX_PAGE_NUMBER}.", {"page": "out of range"})
+    if after is not None:
+        after = parse_cursor(kind, sort, after, "after")
+    if before is not None:
+        before = parse_cursor(kind, sort, before, "before")
+    view = _View(principal, kind, scope, sort, descending)
+    again = dict(sort=sort, descending=descending, per_page=per_page, count=count)
+
+    # has_prev / has_next: known from the extra row read in the page's direction; for the
+    # other direction, from the counts when there are counts, else from one more row.
+    if after is not None:
+        rows = view.fetch(per_page + 1, after=after)
+        if not rows:  # nothing follows (the rows were deleted): the last page
+            return page(principal, kind, filters, last=True, **again)
+        has_next, rows = len(rows) > per_page, rows[:per_page]
+        has_prev = None
+    elif before is not None:
+        rows = view.fetch(per_page + 1, before=before)
+        if not rows:  # nothing precedes (the rows were deleted): the first page
+            return page(principal, kind, filters, **again)
+        # At the start of the list this page may be short: it holds exactly the rows before
+        # the cursor, so walking back from the last page shows every row once.
+        has_prev, rows = len(rows) > per_page, rows[-per_page:]
+        has_next = None
+    elif last:
+        rows = view.fetch(per_page + 1, from_end=True)
+        has_prev, has_next, rows = len(rows) > per_page, False, rows[-per_page:]
+    else:
+        offset = (number - 1) * per_page if number else 0
+        rows = view.fetch(per_page + 1, offset=offset)
+        has_next, rows = len(rows) > per_page, rows[:per_page]
+        has_prev = offset > 0 and (bool(rows) or None)  # past the end: any rows at all?
+
+    total = start = None
+    if count:
+        total = view.count()
+        if not rows:
+            start = 0
+        elif last:
+            start = total - len(rows) + 1
+        elif after is None and before is None:
+            start = (number - 1) * per_page + 1 if number else 1
+        elif has_prev is False:
+            start = 1
+        else:
+            start = view.count(before=view.cursor(rows[0])) + 1
+        if has_prev is None:
+            has_prev = start > 1 if rows else total > 0
+        if has_next is None:
+            has_next = start + len(rows) - 1 < total
+    else:
+        if has_prev is None:
+            has_prev = view.exists(before=view.cursor(rows[0]) if rows else None)
+        if has_next is None:
+            has_next = view.exists(after=view.cursor(rows[-1]))
+    return Listing(
+        rows=[kind.as_dict(r) for r in rows],
+        total=total,
+        start=start or 0,
+        has_prev=has_prev,
+        has_next=has_next,
+        first=view.cursor(rows[0]) if rows else None,
+        last=view.cursor(rows[-1]) if rows else None,
+    )
+
+
+class _View:
+    """The filtered, authorized rows of one kind in one order, and the queries over them."""
+
+    def __init__(
+        self,
+        principal: Principal,
+        kind: Kind,
+        scope: dict[str, str],
+        sort: str | None,
+        descending: bool,
+    ):
+        self.kind = kind
+        self.session = db.session
+        self.descending = descending
+        self.postgresql = self.session.get_bind().dialect.name == "postgresql"
+        model = kind.model
+        # Every condition but the fixed company's equality, which `_where` adds.
+        self.base: list[ColumnElement[bool]] = []
+        for field, value in scope.items():
+            if field == "company":
+                continue
+            column = getattr(model, field)
+            self.base.append(column.startswith(value, autoescape=True))
+            # The same rows as a range, which an index can seek (SQLite's LIKE is
+            # case-insensitive and cannot; PostgreSQL's only with a C collation). Exact for
+            # digits on any collation, and for every value under SQLite's binary one; the
+            # last character has a successor since fields are ASCII.
+            if field in DIGIT_FIELDS or not self.postgresql:
+                upper = value[:-1] + chr(ord(value[-1]) + 1)
+                self.base += [column >= value, column < upper]
+        # A company filter, or a single visible company, fixes the company: it drops out of
+        # the order (a constant), so the order is a range of a (company, order fields) index.
+        visible = principal.admin_scope()
+        self.company = scope.get("company")
+        if visible is not None:
+            if self.company is None and len(visible) == 1:
+                self.company = next(iter(visible))
+            elif self.company is None:
+                self.base.append(model.company.in_(sorted(visible)))
+            elif self.company not in visible:
+                self.base.append(false())  # silently: as if the company had no rows
+        self.fields = order_fields(kind, sort)
+        self.active = [
+            i for i, f in enumerate(self.fields) if not (self.company and f == "company")
+        ]
+        self.columns = [getattr(model, self.fields[i]) for i in self.active]
+
+    def cursor(self, row: Any) -> tuple[str, ...]:
+        return tuple(getattr(row, f) for f in self.fields)
+
+    def _where(self, cursor: tuple[str, ...] | None = None, later: bool = True, lead=True):
+        """The view's conditions, and with a cursor only the rows later (or earlier) in the
+        list's order than it.
+
+        With a fixed company SQLite seeks (company, order fields) on `company = ? AND (order
+        fields) > (…)`. PostgreSQL estimates a row comparison from its first column alone:
+        (dialcode, number) > ('44', …) looks nearly empty when '44' is the largest dialcode,
+        and for a page (ORDER BY, LIMIT) it may then walk the unique (dialcode, number) index
+        filtering on company, through rows of every company. With `lead` the comparison
+        starts with the company, (company, order fields) > (X, …), which only the company's
+        index can use: its range of the company is read up to the cursor (the same order of
+        work as counting the rows before it, which the page does anyway)."""
+        model = self.kind.model
+        where = list(self.base)
+        if self.company is not None:
+            where.append(model.company == self.company)
+        if cursor is None:
+            return where
+        columns, values = list(self.columns), [cursor[i] for i in self.active]
+        if lead and self.postgresql and self.company is not None:
+            columns.insert(0, model.company)
+            values.insert(0, self.company)
+        key = tuple_(*columns) if len(columns) > 1 else columns[0]
+        value = tuple_(*values) if len(values) > 1 else values[0]
+        where.append(key > value if later != self.descending else key < value)
+        return where
+
+    def _order(self, reverse: bool):
+        down = self.descending != reverse
+        return [c.desc() if down else c.asc() for c in self.columns]
+
+    def fetch(
+        self,
+        limit: int,
+        *,
+        after: tuple[str, ...] | None = None,
+        before: tuple[str, ...] | None = None,
+        from_end: bool = False,
+        offset: int = 0,
+    ) -> list[Any]:
+        """Up to `limit` rows in the list's order: from the start (skipping `offset`), after a
+        cursor, before a cursor (the `limit` nearest it), or the last `limit` rows."""
+        reverse = before is not None or from_end
+        where = self._where(after or before, later=after is not None)
+        query = select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
+        if offset:
+            query = query.offset(offset)
+        rows = list(self.session.scalars(query))
+        return rows[::-1] if reverse else rows
+
+    def exists(
+        self, *, after: tuple[str, ...] | None = None, before: tuple[str, ...] | None = None
+    ) -> bool:
+        """Whether any row follows `after`, precedes `before`, or (neither) the view has any:
+        the nearest such row, read as a page would be."""
+        where = self._where(after or before, later=after is not None)
+        order = self._order(reverse=before is not None)
+        query = select(self.columns[0]).where(*where).order_by(*order).limit(1)
+        return self.session.execute(query).first() is not None
+
+    def count(self, *, before: tuple[str, ...] | None = None) -> int:
+        """Rows in the view, or before a cursor: one index range count (without ORDER BY
+        and LIMIT PostgreSQL picks the company's index for the plain comparison)."""
+        where = self._where(before, later=False, lead=False)
+        query = select(func.count()).select_from(self.kind.model).where(*where)
+        return self.session.scalar(query) or 0
