@@ -6,7 +6,7 @@ import re
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..access import Principal
@@ -44,7 +44,8 @@ def entry(
 def record(session: Session, entries: list[dict[str, Any]]) -> None:
     """Add audit rows to the caller's transaction: they commit or roll back with the change."""
     if entries:
-        session.execute(insert(AuditEntry), entries)
+        # A Core insert: the ORM's bulk path costs a third of a 1,000-row batch create.
+        session.execute(AuditEntry.__table__.insert(), entries)
 
 
 MAX_PER_PAGE = 200

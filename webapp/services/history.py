@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import insert, tuple_, update
+from sqlalchemy import tuple_, update
 from sqlalchemy.orm import Session
 
 from ..models import HistoryInterval
@@ -28,7 +28,7 @@ def open_intervals(
         for c, k in members
     ]
     if rows:
-        session.execute(insert(HistoryInterval), rows)
+        session.execute(HistoryInterval.__table__.insert(), rows)  # Core: no ORM bulk overhead
 
 
 def close_intervals(
