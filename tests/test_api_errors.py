@@ -7,6 +7,8 @@ nothing changed (`snapshot()` before and after).
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from webapp import create_app
-from webapp.extensions import db
+from webapp.extensions import SweepingMemoryStorage, db, limiter
 from webapp.models import Account, ApiToken
 from webapp.services import accounts
 
@@ -1071,6 +1073,23 @@ def test_rate_limit_counts_every_request_of_a_token_whatever_the_operation(limit
         r = factory.api(first, "delete", {"type": "ddi", "scope": {"company": "acme"}})
     assert_error(r, 429, "rate_limited")
     assert_success(factory.api(second, "read", {"type": "ddi"}), numrows=1)
+
+
+def test_rate_limited_requests_start_no_thread(limited_factory, monkeypatch):
+    """The memory:// storage sweeps expired counters inline (extensions.SweepingMemoryStorage),
+    instead of limits' Timer thread per hit; the limits themselves are the tests above."""
+    factory = limited_factory
+    factory.company("acme")
+    first = factory.account("first", system_admin=True)
+    read = {"type": "ddi", "scope": {"company": "acme"}}
+    assert isinstance(limiter.storage, SweepingMemoryStorage)
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda t: (started.append(t), start(t)))
+    for _ in range(3):
+        assert_success(factory.api(first, "read", read), numrows=0)
+        time.sleep(0.02)  # longer than the base class's 10 ms Timer
+    assert started == []
 
 
 # --- success shapes --------------------------------------------------------------------------

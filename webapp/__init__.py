@@ -7,12 +7,24 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from flask.sessions import SecureCookieSessionInterface
 
-from .config import _secret_key, default_config
+from .config import _secret_key, default_config, engine_options
 from .database import configure_engine
 from .extensions import csrf, db, limiter, login_manager, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class CookieSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, except that a request without the cookie (every API
+    call with a Bearer token) gets its new empty session without first building the signing
+    serializer, which Flask does on every request; what it answers is the same."""
+
+    def open_session(self, app, request):
+        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+            return self.session_class()
+        return super().open_session(app, request)
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -28,9 +40,14 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.config.from_pyfile("config.py", silent=True)
     if config:
         app.config.update(config)
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+        **engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
+        **app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {}),
+    }
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = _secret_key(instance_path)
 
+    app.session_interface = CookieSessions()
     app.json.sort_keys = False  # answers keep the documented field order
 
     db.init_app(app)

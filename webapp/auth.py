@@ -38,9 +38,7 @@ def api_principal() -> Principal | None:
     token = bearer_token()
     principal = None
     if token is not None:
-        account = accounts.authenticate_token(token) if token else None
-        if account is not None:
-            principal = Principal.from_account(account, via="api")
+        principal = accounts.authenticate_token(token, via="api") if token else None
     elif current_user.is_authenticated:
         if request.method not in SAFE_METHODS:
             try:

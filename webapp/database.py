@@ -9,13 +9,14 @@ the rows they change with SELECT ... FOR UPDATE, which SQLite simply omits.
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session
 
 from .extensions import db
@@ -27,7 +28,10 @@ RETRYABLE_SQLSTATES = {"40P01", "40001"}
 
 
 def configure_engine(engine: Engine) -> None:
-    """Install the SQLite pragmas and transaction handling; a no-op on other databases."""
+    """Install the SQLite pragmas and transaction handling, or PostgreSQL's liveness check."""
+    if engine.dialect.name == "postgresql":
+        event.listen(engine, "checkout", _refuse_dead_connection)
+        return
     if engine.dialect.name != "sqlite":
         return
 
@@ -43,8 +47,32 @@ def configure_engine(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection):
-        write = connection.get_execution_options().get("write_lock", False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if connection.get_execution_options().get("write_lock", False):
+            # Through SQLAlchemy, so "database is locked" arrives as the DBAPIError that
+            # write_transaction turns into a Conflict.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            # A deferred BEGIN takes no lock and cannot fail that way: straight to the driver,
+            # sparing every read request a statement's whole execution path in SQLAlchemy.
+            connection.connection.driver_connection.execute("BEGIN").close()
+
+
+def _refuse_dead_connection(dbapi_connection, _record, _proxy) -> None:
+    """Pool checkout on PostgreSQL: hand out no connection the server has already ended.
+
+    An idle connection has nothing to read. When the server restarts, fails over or ends the
+    backend (pg_terminate_backend, idle timeouts), it sends its FATAL notice and closes the
+    socket, which then polls readable: such a connection is refused here and the pool opens a
+    fresh one (DisconnectionError is SQLAlchemy's documented signal for that), so no request
+    meets it. This costs one poll(2) and no round trip, unlike pool_pre_ping's SELECT 1 on every
+    checkout (a fifth of the API read's time in measurements). What it cannot see (a host that
+    vanished without closing the socket) still fails one request per worker, after which
+    SQLAlchemy invalidates the whole pool; pool_recycle (config.engine_options) bounds the age.
+    """
+    if dbapi_connection.closed or dbapi_connection.broken:
+        raise DisconnectionError("connection closed")
+    if select.select([dbapi_connection.fileno()], [], [], 0)[0]:
+        raise DisconnectionError("the server ended the connection")
 
 
 def utcnow() -> datetime:

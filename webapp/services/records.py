@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Integer, Select, bindparam, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -106,10 +107,11 @@ def require_companies_exist(session: Session, companies: Sequence[str], batch: b
 
 
 def _filters(kind: Kind, scope: dict[str, str], prefix: bool = False) -> list:
+    # Table columns rather than mapped attributes: they serve ORM queries alike, and keep
+    # read's column query a plain Core statement (no ORM compile step per request).
+    columns = kind.model.__table__.c
     return [
-        getattr(kind.model, f).startswith(v, autoescape=True)
-        if prefix and f != "company"
-        else getattr(kind.model, f) == v
+        columns[f].startswith(v, autoescape=True) if prefix and f != "company" else columns[f] == v
         for f, v in scope.items()
     ]
 
@@ -181,6 +183,59 @@ class Row:
         self.__dict__.update(data)
 
 
+LIKE_ESCAPE = "/"
+
+
+def _like_prefix(value: str) -> str:
+    """A LIKE pattern matching `value` at the start, its wildcards escaped (ESCAPE '/')."""
+    for char in (LIKE_ESCAPE, "%", "_"):
+        value = value.replace(char, LIKE_ESCAPE + char)
+    return value + "%"
+
+
+@lru_cache(maxsize=512)
+def _read_statements(
+    kind: Kind,
+    scope_fields: tuple[str, ...],
+    prefix: bool,
+    restricted: bool,
+    sort: str | None,
+    descending: bool,
+) -> tuple[Select, Select]:
+    """read's page and count statements for one shape of request, values left as parameters
+    (scope_<field> for each scope field, limit, offset and the expanding `visible`), so a
+    request only binds values instead of building and hashing a statement tree.
+
+    The page carries the total: the count rides along as an uncorrelated scalar subquery,
+    which both databases evaluate once (SQLite: a constant subquery; PostgreSQL: an InitPlan),
+    so each half keeps its own index-driven plan (the count an index-only scan of the
+    company's range, the page an ordered index scan stopped at `limit`); a window
+    count(*) OVER () would read every match in full first. Plain columns, not ORM objects:
+    the answer is dicts and nothing is changed."""
+    table = kind.model.__table__
+    filters = [
+        table.c[f].like(bindparam(f"scope_{f}"), escape=LIKE_ESCAPE)
+        if prefix and f != "company"
+        else table.c[f] == bindparam(f"scope_{f}")
+        for f in scope_fields
+    ]
+    if restricted:
+        filters.append(table.c.company.in_(bindparam("visible", expanding=True)))
+    order = [table.c[f] for f in kind.order]
+    if sort is not None:
+        column = table.c[sort]
+        order = [column.desc() if descending else column.asc(), *order]
+    count = select(func.count()).select_from(table).where(*filters)
+    page = (
+        select(*(table.c[f] for f in kind.fields), count.correlate(None).scalar_subquery())
+        .where(*filters)
+        .order_by(*order)
+        .limit(bindparam("limit", type_=Integer))
+        .offset(bindparam("offset", type_=Integer))
+    )
+    return page, count
+
+
 def read(
     principal: Principal,
     kind: Kind,
@@ -198,22 +253,36 @@ def read(
     the key fields follow it so the order is total and paging stable. With `prefix` (pages,
     as someone types) every field but company matches from its start instead of exactly."""
     principal.require_admin()
-    filters = _filters(kind, parse_part(kind.scope_part, scope, "scope"), prefix)
+    scope = parse_part(kind.scope_part, scope, "scope")
     limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
     offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
+    if sort is not None and sort not in kind.fields:
+        raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
     visible = principal.admin_scope()
+    if visible is not None and "company" in scope:
+        # The company is matched exactly: inside the grants it is the whole restriction,
+        # outside them nothing can match.
+        if scope["company"] not in visible:
+            return Page(rows=[], total=0)
+        visible = None
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    for field, value in scope.items():
+        params[f"scope_{field}"] = _like_prefix(value) if prefix and field != "company" else value
     if visible is not None:
-        filters.append(kind.model.company.in_(sorted(visible)))
-    session = db.session
-    total = session.scalar(select(func.count()).select_from(kind.model).where(*filters)) or 0
-    order = [getattr(kind.model, f) for f in kind.order]
-    if sort is not None:
-        if sort not in kind.fields:
-            raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
-        column = getattr(kind.model, sort)
-        order = [column.desc() if descending else column.asc(), *order]
-    query = select(kind.model).where(*filters).order_by(*order).limit(limit).offset(offset)
-    rows = [kind.as_dict(r) for r in session.scalars(query)]
+        params["visible"] = sorted(visible)
+    shape = (tuple(sorted(scope)), prefix, visible is not None, sort, descending)
+    page, count = _read_statements(kind, *shape)
+    # On the session's connection (same transaction): a Core statement needs none of the
+    # Session's ORM execution layer.
+    connection = db.session.connection()
+    result = connection.execute(page, params).all()
+    rows = [dict(zip(kind.fields, r, strict=False)) for r in result]  # the count is left off
+    if result:
+        total = result[0][-1]
+    elif offset or not limit:  # past the end, or no page asked for: no row carried the count
+        total = connection.execute(count, params).scalar() or 0
+    else:
+        total = 0
     return Page(rows=rows, total=total)
 
 
