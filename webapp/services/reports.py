@@ -92,14 +92,15 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     companies = _visible_companies(principal, request.companies)
     everyone = principal.report_scope() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
-    peaks = daily_peaks(kind, period, wanted) if companies else {}
+    peaks = _peak_lists(kind, period, wanted) if companies else {}
     per_day_key, month_key = KINDS[kind]
+    labels = [d.day.isoformat() for d in period.days]
+    zeros = [0] * len(labels)
     values = {}
     for company_id, name in companies:
-        dates = {
-            d.day.isoformat(): peaks.get((company_id, i), 0) for i, d in enumerate(period.days)
-        }
-        total = sum(dates.values())
+        day_values = peaks.get(company_id, zeros)
+        dates = dict(zip(labels, day_values, strict=True))
+        total = sum(day_values)
         days = len(dates)
         values[company_id] = {
             "name": name,
@@ -131,11 +132,24 @@ def daily_peaks(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[tuple[str, int], int]:
     """{(company, day index): peak} for the days with a non-zero peak; `companies` None means
-    every company. Read from the daily rollup when it is built in REPORT_TIMEZONE, else
-    computed from the history (the same numbers either way; tests/test_rollups.py)."""
+    every company. The same numbers as the report."""
+    return {
+        (company, i): peak
+        for company, values in _peak_lists(kind, period, companies).items()
+        for i, peak in enumerate(values)
+        if peak
+    }
+
+
+def _peak_lists(
+    kind: str, period: periods.Period, companies: list[str] | None
+) -> dict[str, list[int]]:
+    """{company: [each day's peak]}: read from the daily rollup when it is built in
+    REPORT_TIMEZONE, else computed from the history (the same numbers either way;
+    tests/test_rollups.py). Companies without a row may be missing: all zeros."""
     zone_name = rollups.built_zone(db.session, kind)
     if zone_name == current_app.config["REPORT_TIMEZONE"]:
-        return rollups.peaks(db.session, kind, period, companies)
+        return rollups.peak_lists(db.session, kind, period, companies)
     if zone_name is not None:
         current_app.logger.warning(
             "The %s rollup is kept in %s, not REPORT_TIMEZONE %s: computing from the history. "
@@ -144,7 +158,10 @@ def daily_peaks(
             zone_name,
             current_app.config["REPORT_TIMEZONE"],
         )
-    return scratch_peaks(kind, period, companies)
+    lists: dict[str, list[int]] = {}
+    for (company, i), peak in scratch_peaks(kind, period, companies).items():
+        lists.setdefault(company, [0] * len(period.days))[i] = peak
+    return lists
 
 
 def scratch_peaks(

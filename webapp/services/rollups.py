@@ -301,6 +301,20 @@ def peaks(
 ) -> dict[tuple[str, int], int]:
     """{(company, day index): peak} from the rollup, for the days with a non-zero peak; the
     same numbers as reports.scratch_peaks. `companies` None means every company."""
+    return {
+        (company, i): peak
+        for company, values in peak_lists(session, kind, period, companies).items()
+        for i, peak in enumerate(values)
+        if peak
+    }
+
+
+def peak_lists(
+    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+) -> dict[str, list[int]]:
+    """{company: [peak of each day of the period]} from the rollup, for every company named
+    (None: every company). Two queries: each company's level carried into the period, and the
+    period's rows; the days between rows are filled with the level the previous row left."""
     first, last = period.days[0].day, period.days[-1].day
     index = {d.day: i for i, d in enumerate(period.days)}
     # The level carried into the period: the latest row before it, one index seek per company.
@@ -319,21 +333,20 @@ def peaks(
         carry_query = carry_query.where(Company.id.in_(companies))
         in_period = in_period.where(DailyPeak.company.in_(companies))
     level = {company: value or 0 for company, value in session.execute(carry_query)}
-    result: dict[tuple[str, int], int] = {}
     marks: dict[str, list[tuple[int, int, int]]] = {}
     for company, day, peak, end_level in session.execute(in_period):
         marks.setdefault(company, []).append((index[day], peak, end_level))
     count = len(period.days)
+    result: dict[str, list[int]] = {}
     for company in level.keys() | marks.keys():
         carry = level.get(company, 0)
-        rows = sorted(marks.get(company, ()))
-        j = 0
-        for i in range(count):
-            if j < len(rows) and rows[j][0] == i:
-                _, peak, carry = rows[j]
-                j += 1
-            else:
-                peak = carry
-            if peak:
-                result[(company, i)] = peak
+        values: list[int] = []
+        # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
+        # 31 days is the whole report.
+        for i, peak, end_level in sorted(marks.get(company, ())):
+            values += [carry] * (i - len(values))
+            values.append(peak)
+            carry = end_level
+        values += [carry] * (count - len(values))
+        result[company] = values
     return result
