@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from flask import Flask, current_app
 from sqlalchemy import func, select
 
 from webapp.access import Principal
+from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, HistoryInterval, PhoneUser
 from webapp.services import accounts, companies, ddis, periods, phone_users, rollups
@@ -112,3 +114,15 @@ def rollup_rebuilt(session) -> None:
     """For tests that write history rows directly, as an import does: recompute the report
     rollup from the history, in the current REPORT_TIMEZONE, in the caller's transaction."""
     rollups.rebuild_all(session, periods.zone(current_app.config["REPORT_TIMEZONE"]))
+
+
+def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
+    """Insert (kind, company, key, start, end) intervals as they would have been recorded."""
+    with write_transaction() as session:
+        for kind, company, key, start, end in rows:
+            session.add(
+                HistoryInterval(
+                    kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
+                )
+            )
+        rollup_rebuilt(session)

@@ -14,11 +14,9 @@ from typing import Any
 import pytest
 
 from webapp.access import Principal
-from webapp.database import write_transaction
-from webapp.models import HistoryInterval
 from webapp.services import ddis, phone_users, reports
 
-from .factories import OPERATOR, Caller, Factory, rollup_rebuilt
+from .factories import OPERATOR, Caller, Factory, add_history
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -52,18 +50,6 @@ TOTALS = {HOME: (0.3226, 10), OTHER: (1.5161, 47), SECOND: (0, 0)}
 
 def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute)
-
-
-def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
-    """Insert (kind, company, key, start, end) intervals as they would have been recorded."""
-    with write_transaction() as session:
-        for kind, company, key, start, end in rows:
-            session.add(
-                HistoryInterval(
-                    kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
-                )
-            )
-        rollup_rebuilt(session)
 
 
 def month_dates(year: int, month: int, last: int | None = None) -> list[str]:

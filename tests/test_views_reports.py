@@ -18,12 +18,10 @@ import pytest
 from bs4 import BeautifulSoup
 
 from webapp.access import Principal
-from webapp.database import write_transaction
-from webapp.models import HistoryInterval
 from webapp.services import periods, report_days, reports
 from webapp.services.errors import Forbidden, Invalid, NotFound
 
-from .factories import Factory, rollup_rebuilt
+from .factories import Factory, add_history
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -63,17 +61,6 @@ SEES = {"root": ALL, "summary": ALL, "reporter": (HOME,)}
 
 def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute)
-
-
-def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
-    with write_transaction() as session:
-        for kind, company, key, start, end in rows:
-            session.add(
-                HistoryInterval(
-                    kind=kind, company=company, key=key, start_at=start, end_at=end, source="live"
-                )
-            )
-        rollup_rebuilt(session)
 
 
 def october() -> list[str]:

@@ -27,17 +27,9 @@ def create(principal: Principal, values: Any) -> int:
     return records.create(principal, KIND, values)
 
 
-def read(
-    principal: Principal,
-    scope: Any,
-    limit: Any = None,
-    offset: Any = None,
-    sort: str | None = None,
-    descending: bool = False,
-    prefix: bool = False,
-):
+def read(principal: Principal, scope: Any, limit: Any = None, offset: Any = None):
     """See records.read."""
-    return records.read(principal, KIND, scope, limit, offset, sort, descending, prefix)
+    return records.read(principal, KIND, scope, limit, offset)
 
 
 def update(principal: Principal, scope: Any, values: Any) -> int:

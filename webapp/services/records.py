@@ -106,14 +106,9 @@ def require_companies_exist(session: Session, companies: Sequence[str], batch: b
             raise Invalid(f"Company '{company}' does not exist.", {field: "unknown company"})
 
 
-def _filters(kind: Kind, scope: dict[str, str], prefix: bool = False) -> list:
-    # Table columns rather than mapped attributes: they serve ORM queries alike, and keep
-    # read's column query a plain Core statement (no ORM compile step per request).
+def _filters(kind: Kind, scope: dict[str, str]) -> list:
     columns = kind.model.__table__.c
-    return [
-        columns[f].startswith(v, autoescape=True) if prefix and f != "company" else columns[f] == v
-        for f, v in scope.items()
-    ]
+    return [columns[f] == v for f, v in scope.items()]
 
 
 def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
@@ -183,24 +178,11 @@ class Row:
         self.__dict__.update(data)
 
 
-LIKE_ESCAPE = "/"
-
-
-def _like_prefix(value: str) -> str:
-    """A LIKE pattern matching `value` at the start, its wildcards escaped (ESCAPE '/')."""
-    for char in (LIKE_ESCAPE, "%", "_"):
-        value = value.replace(char, LIKE_ESCAPE + char)
-    return value + "%"
-
-
 @lru_cache(maxsize=512)
 def _read_statements(
     kind: Kind,
     scope_fields: tuple[str, ...],
-    prefix: bool,
     restricted: bool,
-    sort: str | None,
-    descending: bool,
 ) -> tuple[Select, Select]:
     """read's page and count statements for one shape of request, values left as parameters
     (scope_<field> for each scope field, limit, offset and the expanding `visible`), so a
@@ -213,18 +195,10 @@ def _read_statements(
     count(*) OVER () would read every match in full first. Plain columns, not ORM objects:
     the answer is dicts and nothing is changed."""
     table = kind.model.__table__
-    filters = [
-        table.c[f].like(bindparam(f"scope_{f}"), escape=LIKE_ESCAPE)
-        if prefix and f != "company"
-        else table.c[f] == bindparam(f"scope_{f}")
-        for f in scope_fields
-    ]
+    filters = [table.c[f] == bindparam(f"scope_{f}") for f in scope_fields]
     if restricted:
         filters.append(table.c.company.in_(bindparam("visible", expanding=True)))
     order = [table.c[f] for f in kind.order]
-    if sort is not None:
-        column = table.c[sort]
-        order = [column.desc() if descending else column.asc(), *order]
     count = select(func.count()).select_from(table).where(*filters)
     page = (
         select(*(table.c[f] for f in kind.fields), count.correlate(None).scalar_subquery())
@@ -242,22 +216,14 @@ def read(
     scope: Any,
     limit: Any = None,
     offset: Any = None,
-    sort: str | None = None,
-    descending: bool = False,
-    prefix: bool = False,
 ) -> Page:
     """Rows matching every scope field exactly, sorted by key, restricted silently to the
-    companies the principal administers; `total` counts all matches, `rows` one page.
-
-    `sort` (pages only) names one of the kind's fields, checked against that allow-list, and
-    the key fields follow it so the order is total and paging stable. With `prefix` (pages,
-    as someone types) every field but company matches from its start instead of exactly."""
+    companies the principal administers; `total` counts all matches, `rows` one page (the
+    API's read; the pages page by keyset through services/listing.py)."""
     principal.require_admin()
     scope = parse_part(kind.scope_part, scope, "scope")
     limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
     offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
-    if sort is not None and sort not in kind.fields:
-        raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
     visible = principal.admin_scope()
     if visible is not None and "company" in scope:
         # The company is matched exactly: inside the grants it is the whole restriction,
@@ -267,11 +233,10 @@ def read(
         visible = None
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     for field, value in scope.items():
-        params[f"scope_{field}"] = _like_prefix(value) if prefix and field != "company" else value
+        params[f"scope_{field}"] = value
     if visible is not None:
         params["visible"] = sorted(visible)
-    shape = (tuple(sorted(scope)), prefix, visible is not None, sort, descending)
-    page, count = _read_statements(kind, *shape)
+    page, count = _read_statements(kind, tuple(sorted(scope)), visible is not None)
     # On the session's connection (same transaction): a Core statement needs none of the
     # Session's ORM execution layer.
     connection = db.session.connection()

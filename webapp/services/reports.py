@@ -133,12 +133,7 @@ def daily_peaks(
 ) -> dict[tuple[str, int], int]:
     """{(company, day index): peak} for the days with a non-zero peak; `companies` None means
     every company. The same numbers as the report."""
-    return {
-        (company, i): peak
-        for company, values in _peak_lists(kind, period, companies).items()
-        for i, peak in enumerate(values)
-        if peak
-    }
+    return rollups.nonzero_days(_peak_lists(kind, period, companies))
 
 
 def _peak_lists(

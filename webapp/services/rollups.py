@@ -176,9 +176,7 @@ def sweep(
         yield current
 
 
-def rebuild(
-    session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo | None = None
-) -> int:
+def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo) -> int:
     """Recompute kind's rows from the history: for each company in `starts` from its date on,
     or, with `starts` None, everything (and record `tz` as the rollup's zone). Returns rows
     written.
@@ -187,11 +185,6 @@ def rebuild(
     company's start date are kept (the history before it is unchanged by the caller's
     contract, e.g. an import writes only intervals that start on or after it).
     """
-    if tz is None:
-        zone_name = built_zone(session, kind)
-        if zone_name is None:
-            return 0
-        tz = periods.zone(zone_name)
     h = HistoryInterval
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
     if starts is None:
@@ -301,9 +294,14 @@ def peaks(
 ) -> dict[tuple[str, int], int]:
     """{(company, day index): peak} from the rollup, for the days with a non-zero peak; the
     same numbers as reports.scratch_peaks. `companies` None means every company."""
+    return nonzero_days(peak_lists(session, kind, period, companies))
+
+
+def nonzero_days(lists: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+    """{company: [each day's peak]} as {(company, day index): peak}, zero days left out."""
     return {
         (company, i): peak
-        for company, values in peak_lists(session, kind, period, companies).items()
+        for company, values in lists.items()
         for i, peak in enumerate(values)
         if peak
     }
