@@ -1,19 +1,46 @@
-"""Who is acting, and what their grants allow. Services receive a Principal and decide with it."""
+"""Who is acting, and what their grants allow. Services receive a Principal and decide with it.
+
+Which companies a principal may reach is decided here and nowhere else. Each question has its
+scope method: None means every company, otherwise the exact set of company identifiers.
+`within` turns such a scope into a SQL condition on a company column, so no caller tests a
+scope for None itself.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+from sqlalchemy import ColumnElement, true
+from sqlalchemy.orm import QueryableAttribute
 
 from .services.errors import Forbidden
+
+if TYPE_CHECKING:
+    from .models import Account
+
+CompanyScope: TypeAlias = frozenset[str] | None
+"""The companies a principal may reach for one purpose; None means every company."""
+
+
+def within(
+    column: ColumnElement[str] | QueryableAttribute[str], scope: CompanyScope
+) -> ColumnElement[bool]:
+    """A SQL condition: the company identifier in `column` lies in `scope` (always true for None,
+    never for an empty scope)."""
+    if scope is None:
+        return true()
+    return column.in_(sorted(scope))
 
 
 @dataclass(frozen=True)
 class Principal:
     """The acting account's grants, frozen at the start of the request.
 
-    `admin_scope()` and `report_scope()` answer None for "every company" and otherwise the exact
-    set of company identifiers the principal may see; callers filter with it, never by hand.
+    The company scopes (`visible_companies`, `pickable_companies`, `reportable_companies`,
+    `auditable_companies`) answer None for "every company" and otherwise the exact set of
+    company identifiers; callers filter with `within`, never by hand.
     """
 
     username: str
@@ -30,7 +57,7 @@ class Principal:
         return cls(username=username, via="cli", system_admin=True)
 
     @classmethod
-    def from_account(cls, account, via: str) -> Principal:
+    def from_account(cls, account: Account, via: str) -> Principal:
         return cls(
             username=account.username,
             via=via,
@@ -41,14 +68,42 @@ class Principal:
             reporting_for=frozenset(c.id for c in account.reporting_for),
         )
 
+    # --- which companies ---------------------------------------------------------------------
+    def visible_companies(self) -> CompanyScope:
+        """Companies the principal may see at all: those it administers or reports on."""
+        if self.system_admin or self.billing_summary:
+            return None
+        return self.admin_of | self.reporting_for
+
+    def pickable_companies(self) -> CompanyScope:
+        """Companies whose DDIs and phone users the principal may read and change, so the ones
+        it may pick in a DDI or phone-user form or filter."""
+        return None if self.system_admin else self.admin_of
+
+    def reportable_companies(self) -> CompanyScope:
+        """Companies whose billing counts the principal may read."""
+        if self.system_admin or self.billing_summary:
+            return None
+        return self.reporting_for
+
+    def auditable_companies(self) -> CompanyScope:
+        """Companies whose audit entries the principal may read (empty for anyone who may not
+        read the log: see `require_audit`)."""
+        return None if self.system_admin else self.admin_of
+
+    # The names services/listing.py, services/records.py and services/reports.py still use.
+    def admin_scope(self) -> CompanyScope:
+        """`pickable_companies` under its former name."""
+        return self.pickable_companies()
+
+    def report_scope(self) -> CompanyScope:
+        """`reportable_companies` under its former name."""
+        return self.reportable_companies()
+
     # --- administration of DDIs and phone users -------------------------------------------
     @property
     def is_admin(self) -> bool:
         return self.system_admin or bool(self.admin_of)
-
-    def admin_scope(self) -> frozenset[str] | None:
-        """Companies whose records this principal may read and change; None means all."""
-        return None if self.system_admin else self.admin_of
 
     def may_admin(self, company: str) -> bool:
         return self.system_admin or company in self.admin_of
@@ -74,12 +129,36 @@ class Principal:
     def may_report(self) -> bool:
         return self.system_admin or self.billing_summary or bool(self.reporting_for)
 
-    def report_scope(self) -> frozenset[str] | None:
-        """Companies whose billing counts this principal may read; None means all."""
-        if self.system_admin or self.billing_summary:
-            return None
-        return self.reporting_for
-
     def require_report(self) -> None:
         if not self.may_report:
             raise Forbidden("This account has no billing report permission.")
+
+    # --- the audit log -----------------------------------------------------------------------
+    @property
+    def may_audit(self) -> bool:
+        return self.system_admin or bool(self.admin_of)
+
+    def require_audit(self) -> None:
+        if not self.may_audit:
+            raise Forbidden("Only a System-Admin or a Company-Admin may read the audit log.")
+
+    # --- accounts: passwords and API tokens ----------------------------------------------------
+    def may_manage_account(
+        self, *, account_id: int | None = None, username: str | None = None
+    ) -> bool:
+        """Whether the principal may manage this account's password and tokens: a System-Admin
+        any account, anyone else only its own. Name the account by id or by username."""
+        if (account_id is None) == (username is None):
+            raise TypeError("Name the account by account_id or by username.")
+        if self.system_admin:
+            return True
+        if account_id is not None:
+            return account_id == self.account_id
+        return username == self.username
+
+    def require_manage_account(
+        self, what: str, *, account_id: int | None = None, username: str | None = None
+    ) -> None:
+        """Forbidden unless `may_manage_account`; `what` completes "Only a System-Admin may …"."""
+        if not self.may_manage_account(account_id=account_id, username=username):
+            raise Forbidden(f"Only a System-Admin may {what}.")

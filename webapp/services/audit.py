@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..access import Principal
+from ..access import Principal, within
 from ..database import utcnow
 from ..extensions import db
 from ..models import AuditEntry
-from .errors import Forbidden, Invalid
+from .errors import Invalid
 
 
 def entry(
@@ -91,12 +91,7 @@ def search(
     `actor` exact username, `target` case-insensitive substring, `company` exact, `date_from`
     and `date_to` whole UTC days, both inclusive.
     """
-    if principal.system_admin:
-        scope = None
-    elif principal.admin_of:
-        scope = principal.admin_of
-    else:
-        raise Forbidden("Only a System-Admin or a Company-Admin may read the audit log.")
+    principal.require_audit()
     start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
     if start and end and end < start:
         raise Invalid(
@@ -108,9 +103,7 @@ def search(
         raise Invalid("'per_page' must be an integer.", {"per_page": "must be an integer"})
     per_page = max(1, min(per_page, MAX_PER_PAGE))
 
-    conditions = []
-    if scope is not None:
-        conditions.append(AuditEntry.company.in_(sorted(scope)))
+    conditions = [within(AuditEntry.company, principal.auditable_companies())]
     if actor := _text(actor):
         conditions.append(AuditEntry.actor == actor)
     if target := _text(target):

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from ..access import Principal
+from ..access import CompanyScope, Principal, within
 from ..database import write_transaction
 from ..extensions import db
 from ..models import Company, Ddi, PhoneUser
@@ -84,12 +84,16 @@ def rename(principal: Principal, company_id: str, name: object) -> None:
         )
 
 
+def listed(scope: CompanyScope) -> list[Company]:
+    """The companies within one of a Principal's company scopes (every one for None), by id."""
+    return list(
+        db.session.scalars(select(Company).where(within(Company.id, scope)).order_by(Company.id))
+    )
+
+
 def visible(principal: Principal) -> list[Company]:
     """Companies the principal administers or may report on (all for a System-Admin), by id."""
-    query = select(Company).order_by(Company.id)
-    if not (principal.system_admin or principal.billing_summary):
-        query = query.where(Company.id.in_(sorted(principal.admin_of | principal.reporting_for)))
-    return list(db.session.scalars(query))
+    return listed(principal.visible_companies())
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,7 @@ def reportable_companies(principal: Principal) -> list[Company]:
     Forbidden when the principal has no report permission at all.
     """
     principal.require_report()
-    scope = principal.report_scope()
-    return [c for c in company_service.visible(principal) if scope is None or c.id in scope]
+    return company_service.listed(principal.reportable_companies())
 
 
 def day_detail(

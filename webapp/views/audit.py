@@ -50,7 +50,7 @@ def index():
         apply_field_errors(form, exc)
         rows, total, status = [], 0, 400
     form.company.choices = [("", "Any company")] + [
-        (c.id, c.id) for c in companies.visible(me) if me.may_admin(c.id)
+        (c.id, c.id) for c in companies.listed(me.auditable_companies())
     ]
     context = {
         "form": form,

@@ -77,10 +77,7 @@ class RecordForm(FlaskForm):
 
 
 def _company_choices(p: Principal) -> list[tuple[str, str]]:
-    scope = p.admin_scope()
-    return [
-        (c.id, f"{c.id} — {c.name}") for c in companies.visible(p) if scope is None or c.id in scope
-    ]
+    return [(c.id, f"{c.id} — {c.name}") for c in companies.listed(p.pickable_companies())]
 
 
 def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
