@@ -119,7 +119,7 @@ def _prepare(database_url: str) -> Setup:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import ApiToken, Company, Ddi
-    from webapp.services import accounts, companies
+    from webapp.services import api_tokens, companies
     from webapp.services.errors import Conflict
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
@@ -142,13 +142,13 @@ def _prepare(database_url: str) -> Setup:
                 companies.create(operator, BATCH_COMPANY, "Bench batch creates")
         _ensure_account(operator, SYSADMIN, system_admin=True)
         _ensure_account(operator, COMPANY_ADMIN, admin_of=sorted({read_company, list_company}))
-        sysadmin_token = accounts.create_token(operator, SYSADMIN, "bench")
-        admin_token = accounts.create_token(operator, COMPANY_ADMIN, "bench")
+        sysadmin_token = api_tokens.create(operator, SYSADMIN, "bench")
+        admin_token = api_tokens.create(operator, COMPANY_ADMIN, "bench")
         token_ids = list(
             db.session.scalars(
                 select(ApiToken.id).where(
                     ApiToken.token_hash.in_(
-                        [accounts._hash_token(t) for t in (sysadmin_token, admin_token)]
+                        [api_tokens.hash_token(t) for t in (sysadmin_token, admin_token)]
                     )
                 )
             )
@@ -164,12 +164,12 @@ def _revoke(database_url: str, token_ids: list[int]) -> None:
     from webapp import create_app
     from webapp.access import Principal
     from webapp.extensions import db
-    from webapp.services import accounts
+    from webapp.services import api_tokens
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
     with app.app_context():
         for token_id in token_ids:
-            accounts.revoke_token(Principal.cli("cli:bench"), token_id)
+            api_tokens.revoke(Principal.cli("cli:bench"), token_id)
         db.session.remove()
 
 

@@ -13,7 +13,7 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, HistoryInterval, PhoneUser
-from webapp.services import accounts, companies, ddis, periods, phone_users, rollups
+from webapp.services import accounts, api_tokens, companies, ddis, periods, phone_users, rollups
 
 OPERATOR = Principal.cli("test")
 
@@ -40,7 +40,7 @@ class Factory:
     def account(self, username: str, **grants: Any) -> Caller:
         """An account with the given grants and an API token for it."""
         accounts.create(OPERATOR, username, "correct horse battery", **grants)
-        return Caller(username, accounts.create_token(OPERATOR, username, "test"))
+        return Caller(username, api_tokens.create(OPERATOR, username, "test"))
 
     def ddi(self, dialcode: str, number: str, company: str, virt_exten: str = "100") -> None:
         ddis.create(

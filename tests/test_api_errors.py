@@ -20,7 +20,7 @@ from sqlalchemy import select
 from webapp import create_app
 from webapp.extensions import SweepingMemoryStorage, db, limiter
 from webapp.models import Account, ApiToken
-from webapp.services import accounts
+from webapp.services import accounts, api_tokens
 
 from .factories import OPERATOR, Caller, Factory, snapshot
 
@@ -732,7 +732,7 @@ def _token_id(caller: Caller) -> int:
 @pytest.mark.parametrize("op", OPS)
 def test_revoked_token_is_401(world, op):
     assert world.factory.api(world.root, "read", valid_body("read")).status_code == 200
-    accounts.revoke_token(OPERATOR, _token_id(world.root))
+    api_tokens.revoke(OPERATOR, _token_id(world.root))
     with unchanged():
         r = world.factory.api(world.root, op, valid_body(op))
     assert_error(r, 401, "unauthorized")

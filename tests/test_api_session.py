@@ -21,7 +21,7 @@ from webapp.access import Principal
 from webapp.database import utcnow
 from webapp.extensions import db
 from webapp.models import Account, ApiToken
-from webapp.services import accounts
+from webapp.services import accounts, api_tokens
 
 from .factories import OPERATOR, snapshot
 
@@ -274,7 +274,7 @@ def test_revoked_token_is_401(client, world):
     assert post(client, "read", READ, **world.headers).status_code == 200
     db.session.rollback()
     token_id = db.session.scalars(select(ApiToken.id)).one()
-    accounts.revoke_token(OPERATOR, token_id)
+    api_tokens.revoke(OPERATOR, token_id)
     assert_error(post(client, "read", READ, **world.headers), 401, "unauthorized")
 
 

@@ -94,7 +94,7 @@ def test_accounts_create_generates_a_password_shown_once(flask):
     assert result.returncode == 0
     password = result.stdout.strip().splitlines()[-1].split(": ", 1)[1]
     assert len(password) >= 16
-    from webapp.services.accounts import authenticate_password
+    from webapp.services.signin import authenticate_password
 
     db.session.rollback()
     assert authenticate_password("dave", password) is not None

@@ -20,7 +20,7 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, AuditEntry, Company
-from webapp.services import accounts, audit, companies
+from webapp.services import accounts, api_tokens, audit, companies
 from webapp.services.errors import Forbidden, Invalid
 
 from .factories import OPERATOR, snapshot
@@ -468,18 +468,18 @@ def test_token_is_shown_once_works_and_is_then_listed_by_prefix_only(world, fact
 
 
 def test_tokens_page_lists_only_your_own_tokens(world, factory):
-    accounts.create_token(OPERATOR, "root", "root's script")
+    api_tokens.create(OPERATOR, "root", "root's script")
     page = soup(factory.browser("boss").get("/account/tokens"))
     rows = page.select("tbody tr")
     assert len(rows) == 1 and "root's script" not in page.get_text()
-    [token] = accounts.tokens_of(OPERATOR, "root")[:1]
+    [token] = api_tokens.of_account(OPERATOR, "root")[:1]
     assert factory.browser("boss").get(f"/account/tokens/{token.id}/revoke").status_code == 404
 
 
 def test_revoke_after_confirmation_then_the_api_refuses_the_token(world, factory):
     browser = factory.browser("nobody")
     db.session.rollback()
-    [token] = accounts.tokens_of(OPERATOR, "nobody")
+    [token] = api_tokens.of_account(OPERATOR, "nobody")
     confirm = soup(browser.get(f"/account/tokens/{token.id}/revoke"))
     assert "Are you sure?" in confirm.get_text()
     assert api_read(factory, world["nobody"].token).status_code == 403  # valid, not allowed
@@ -643,7 +643,7 @@ def test_audit_with_htmx_answers_only_the_rows_partial(world, factory):
 
 def test_posts_without_the_csrf_token_change_nothing(world, factory):
     db.session.rollback()
-    [token] = accounts.tokens_of(OPERATOR, "root")
+    [token] = api_tokens.of_account(OPERATOR, "root")
     attempts = [
         ("/admin/companies", {"id": "newco", "name": "New"}),
         ("/admin/companies/acme/rename", {"name": "Renamed"}),

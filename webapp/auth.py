@@ -9,14 +9,15 @@ from wtforms.validators import ValidationError
 
 from .access import Principal
 from .extensions import login_manager
-from .services import accounts
+from .models import Account
+from .services import api_tokens, signin
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @login_manager.user_loader
-def _load_user(session_id: str):
-    return accounts.session_account(session_id)
+def _load_user(session_id: str) -> Account | None:
+    return signin.session_account(session_id)
 
 
 def bearer_token() -> str | None:
@@ -38,7 +39,7 @@ def api_principal() -> Principal | None:
     token = bearer_token()
     principal = None
     if token is not None:
-        principal = accounts.authenticate_token(token, via="api") if token else None
+        principal = api_tokens.authenticate(token, via="api") if token else None
     elif current_user.is_authenticated:
         if request.method not in SAFE_METHODS:
             try:
@@ -53,7 +54,7 @@ def rate_limit_key() -> str:
     """Rate-limit bucket: the token (hashed), else the session account, else the address."""
     token = bearer_token()
     if token:
-        return "token:" + accounts._hash_token(token)
+        return "token:" + api_tokens.hash_token(token)
     # The session's account id as stored in the cookie: no database query just to pick a bucket.
     if account := session.get("_user_id"):
         return f"account:{account.partition(':')[0]}"

@@ -13,7 +13,7 @@ from flask.cli import AppGroup
 from sqlalchemy.exc import SQLAlchemyError
 
 from .access import Principal
-from .services import accounts, companies
+from .services import accounts, api_tokens, companies
 from .services.errors import ServiceError
 
 
@@ -140,7 +140,7 @@ def accounts_disable(username: str) -> None:
 @friendly
 def tokens_create(username: str, label: str) -> None:
     """Create an API token; it is printed alone on the last line and never shown again."""
-    raw = accounts.create_token(_operator(), username, label)
+    raw = api_tokens.create(_operator(), username, label)
     click.echo(f"Token for {username} (shown once; only a hash is kept):")
     click.echo(raw)
 

@@ -36,6 +36,7 @@ def create(principal: Principal, company_id: object, name: object) -> Company:
     principal.require_system_admin("create companies")
     if (why := check_format("company", company_id)) is not None:
         raise Invalid(f"Company identifier {why}.", {"id": why})
+    assert isinstance(company_id, str)  # check_format accepts only text
     name = _check_name(name)
     with write_transaction() as session:
         company = Company(id=company_id, name=name)

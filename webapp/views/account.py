@@ -11,7 +11,7 @@ from flask_login import login_required, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 
-from ..services import accounts
+from ..services import accounts, api_tokens
 from ..services.errors import ServiceError
 from .common import apply_field_errors, principal
 
@@ -40,7 +40,7 @@ def _page(token_form=None, password_form=None, new_token=None, status=200):
     return (
         render_template(
             "account/tokens.html",
-            tokens=accounts.tokens_of(me, me.username),
+            tokens=api_tokens.of_account(me, me.username),
             token_form=token_form or TokenForm(formdata=None),
             # A prefix keeps this form's field ids apart from the token form's.
             password_form=password_form or OwnPasswordForm(formdata=None, prefix="pw"),
@@ -71,7 +71,7 @@ def token_create():
     form = TokenForm()
     if form.validate_on_submit():
         try:
-            raw = accounts.create_token(me, me.username, (form.label.data or "").strip())
+            raw = api_tokens.create(me, me.username, (form.label.data or "").strip())
         except ServiceError as exc:
             return _page(token_form=form, status=_form_error(form, exc))
         return _page(new_token=raw)
@@ -82,11 +82,11 @@ def token_create():
 @login_required
 def token_revoke(token_id: int):
     me = principal()
-    token = accounts.get_token(me, token_id)
+    token = api_tokens.get(me, token_id)
     form = ConfirmForm()
     if form.validate_on_submit():
         prefix = token.prefix
-        accounts.revoke_token(me, token_id)
+        api_tokens.revoke(me, token_id)
         flash(f"Token {prefix}… revoked; the API refuses it from now on.", "info")
         return redirect(url_for("account.tokens"))
     return render_template("account/token_revoke.html", token=token, form=form)

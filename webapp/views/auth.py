@@ -12,7 +12,7 @@ from wtforms.validators import InputRequired, Length
 
 from ..extensions import login_manager
 from ..security import record_sign_in_failure, sign_in_blocked
-from ..services import accounts
+from ..services import signin
 from .common import error_page
 
 bp = Blueprint("auth", __name__)
@@ -63,7 +63,7 @@ def login():
     if form.validate_on_submit():
         if sign_in_blocked(form.username.data):
             return error_page(429, "Too many failed sign-ins; wait 15 minutes and try again.")
-        account = accounts.authenticate_password(form.username.data, form.password.data)
+        account = signin.authenticate_password(form.username.data, form.password.data)
         if account is None:
             record_sign_in_failure(form.username.data)
             form.form_errors.append(BAD_CREDENTIALS)

@@ -1,0 +1,38 @@
+"""Sign-in: checking a username and password, and the account a session cookie names.
+
+A session cookie carries the account's id and its session epoch (Account.get_id); raising the
+epoch (a password change, disabling the account) ends every session signed in before.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from ..extensions import db
+from ..models import Account
+
+# Compared against when the username is unknown, so both failures take the same time.
+_DUMMY_HASH = generate_password_hash("not a real password")
+
+
+def authenticate_password(username: str, password: str) -> Account | None:
+    """The active account with these credentials, or None; the same cost either way."""
+    account = db.session.scalars(select(Account).where(Account.username == username)).first()
+    if account is None:
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    if not check_password_hash(account.password_hash, password) or not account.active:
+        return None
+    return account
+
+
+def session_account(session_id: str) -> Account | None:
+    """The account a session cookie names, if it is active and its epoch is current."""
+    account_id, _, epoch = session_id.partition(":")
+    if not (account_id.isdigit() and epoch.isdigit()):
+        return None
+    account = db.session.get(Account, int(account_id))
+    if account is None or not account.active or account.session_epoch != int(epoch):
+        return None
+    return account
