@@ -59,7 +59,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         configure_engine(db.engine)
 
     from . import (
-        auth,  # noqa: F401  (registers the session loader)
+        request_auth,  # noqa: F401  (registers the session loader)
         security,
         views,
     )

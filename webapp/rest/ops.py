@@ -9,7 +9,7 @@ from flask import current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from ..access import Principal
-from ..auth import api_principal
+from ..request_auth import api_principal
 from ..services import ddis, phone_users
 from ..services.errors import Invalid, ServiceError
 from . import bp

@@ -1,4 +1,5 @@
-"""Sign in and out: /login, /logout."""
+"""Sign in and out: /login, /logout (blueprint "auth"). Who a request acts for, once signed in
+or by API token, is decided in webapp/request_auth.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Turning a request's credentials into a Principal: Bearer tokens and session cookies."""
+"""Turning a request's credentials into a Principal: Bearer tokens and session cookies (and
+flask-login's session loader). The sign-in pages themselves are views/auth.py."""
 
 from __future__ import annotations
 
