@@ -22,11 +22,16 @@ if TYPE_CHECKING:
 
 CompanyScope: TypeAlias = frozenset[str] | None
 """The companies a principal may reach for one purpose; None means every company."""
+CompanyColumn: TypeAlias = (
+    ColumnElement[str]
+    | ColumnElement[str | None]
+    | QueryableAttribute[str]
+    | QueryableAttribute[str | None]
+)
+"""A column holding company identifiers (Company.id, Ddi.company, AuditEntry.company, …)."""
 
 
-def within(
-    column: ColumnElement[str] | QueryableAttribute[str], scope: CompanyScope
-) -> ColumnElement[bool]:
+def within(column: CompanyColumn, scope: CompanyScope) -> ColumnElement[bool]:
     """A SQL condition: the company identifier in `column` lies in `scope` (always true for None,
     never for an empty scope)."""
     if scope is None:

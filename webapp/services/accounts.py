@@ -9,42 +9,24 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
-from werkzeug.security import check_password_hash, generate_password_hash
+from werkzeug.security import check_password_hash
 
 from ..access import Principal
 from ..database import write_transaction
 from ..extensions import db
 from ..models import Account, Company
-from . import audit
+from . import audit, signin
 from .errors import Conflict, Forbidden, Invalid, NotFound
 from .fields import check_format
-
-MIN_PASSWORD = 10
-MAX_PASSWORD = 512
-
-
-def _hash_password(password: str) -> str:
-    # scrypt by default; the test suite configures a cheap method to stay fast.
-    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH_METHOD"])
 
 
 @dataclass(frozen=True)
 class NewAccount:
     account: Account
     password: str | None  # set when the password was generated, to show it once
-
-
-def _check_password(password: object) -> str:
-    if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
-        raise Invalid(
-            f"A password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters.",
-            {"password": f"{MIN_PASSWORD} to {MAX_PASSWORD} characters"},
-        )
-    return password
 
 
 def _companies(session: Session, ids: Iterable[str], field: str) -> list[Company]:
@@ -82,11 +64,11 @@ def create(
     if (why := check_format("username", username)) is not None:
         raise Invalid(f"Username {why}.", {"username": why})
     generated = password is None
-    password = secrets.token_urlsafe(15) if generated else _check_password(password)
+    password = secrets.token_urlsafe(15) if generated else signin.check_new_password(password)
     with write_transaction() as session:
         account = Account(
             username=username,
-            password_hash=_hash_password(password),
+            password_hash=signin.hash_password(password),
             system_admin=system_admin,
             billing_summary=billing_summary,
             active=True,
@@ -148,10 +130,10 @@ def disable(principal: Principal, username: str) -> None:
 def set_password(principal: Principal, username: str, password: str) -> None:
     """Replace an account's password (System-Admin, or the account itself) and end its sessions."""
     principal.require_manage_account("change another account's password", username=username)
-    password = _check_password(password)
+    password = signin.check_new_password(password)
     with write_transaction() as session:
         account = get_for_update(session, username)
-        account.password_hash = _hash_password(password)
+        account.password_hash = signin.hash_password(password)
         account.session_epoch += 1
         audit.record(session, [audit.entry(principal, "account.password", f"account {username}")])
 

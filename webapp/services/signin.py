@@ -1,4 +1,5 @@
-"""Sign-in: checking a username and password, and the account a session cookie names.
+"""Sign-in: passwords (their rules and hashing), checking a username and password, and the
+account a session cookie names.
 
 A session cookie carries the account's id and its session epoch (Account.get_id); raising the
 epoch (a password change, disabling the account) ends every session signed in before.
@@ -6,14 +7,34 @@ epoch (a password change, disabling the account) ends every session signed in be
 
 from __future__ import annotations
 
+from flask import current_app
 from sqlalchemy import select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..extensions import db
 from ..models import Account
+from .errors import Invalid
 
+MIN_PASSWORD = 10
+MAX_PASSWORD = 512
 # Compared against when the username is unknown, so both failures take the same time.
 _DUMMY_HASH = generate_password_hash("not a real password")
+
+
+def check_new_password(password: object) -> str:
+    """`password` if it may become an account's password; Invalid otherwise."""
+    if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise Invalid(
+            f"A password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters.",
+            {"password": f"{MIN_PASSWORD} to {MAX_PASSWORD} characters"},
+        )
+    return password
+
+
+def hash_password(password: str) -> str:
+    """What is stored of a password."""
+    # scrypt by default; the test suite configures a cheap method to stay fast.
+    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH_METHOD"])
 
 
 def authenticate_password(username: str, password: str) -> Account | None:

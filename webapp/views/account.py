@@ -11,7 +11,7 @@ from flask_login import login_required, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 
-from ..services import accounts, api_tokens
+from ..services import accounts, api_tokens, signin
 from ..services.errors import ServiceError
 from .common import apply_field_errors, principal
 
@@ -27,7 +27,7 @@ class TokenForm(FlaskForm):
 class OwnPasswordForm(FlaskForm):
     current_password = PasswordField("Current password")
     password = PasswordField(
-        "New password", description=f"At least {accounts.MIN_PASSWORD} characters."
+        "New password", description=f"At least {signin.MIN_PASSWORD} characters."
     )
 
 

@@ -7,12 +7,14 @@ answer to the POST itself (never in a flash cookie), marked not to be cached.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from flask import Blueprint, flash, redirect, render_template, url_for
 from flask_login import login_required
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
-from ..services import accounts, companies
+from ..services import accounts, companies, signin
 from ..services.errors import ServiceError
 from .common import apply_field_errors, principal
 
@@ -91,6 +93,13 @@ def _company_choices() -> list[tuple[str, str]]:
     return [(c.id, f"{c.id} ({c.name})") for c in companies.visible(principal())]
 
 
+class Grants(TypedDict):
+    system_admin: bool
+    admin_of: list[str]
+    billing_summary: bool
+    reporting_for: list[str]
+
+
 class GrantsForm(FlaskForm):
     system_admin = BooleanField("System-Admin", description="Everything, every company.")
     admin_of = SelectMultipleField(
@@ -109,7 +118,7 @@ class GrantsForm(FlaskForm):
         render_kw={"size": 6},
     )
 
-    def grants(self) -> dict[str, object]:
+    def grants(self) -> Grants:
         return {
             "system_admin": bool(self.system_admin.data),
             "admin_of": list(self.admin_of.data or ()),
@@ -122,7 +131,7 @@ class AccountForm(GrantsForm):
     username = StringField("Username", description="1 to 64 of a-z 0-9 . _ - @")
     password = PasswordField(
         "Password",
-        description=f"At least {accounts.MIN_PASSWORD} characters. "
+        description=f"At least {signin.MIN_PASSWORD} characters. "
         "Leave empty to generate one, shown once.",
     )
 
@@ -130,7 +139,7 @@ class AccountForm(GrantsForm):
 class PasswordForm(FlaskForm):
     password = PasswordField(
         "New password",
-        description=f"At least {accounts.MIN_PASSWORD} characters. "
+        description=f"At least {signin.MIN_PASSWORD} characters. "
         "Leave empty to generate one, shown once.",
     )
 
