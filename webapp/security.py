@@ -7,7 +7,7 @@ from flask_login import current_user
 from limits import parse
 
 from .extensions import limiter
-from .views.common import error_page
+from .views.errors import error_page
 
 # No inline script or style anywhere: htmx and app.css come from static/, and htmx is told
 # not to inject its indicator <style> (base.html).

@@ -1,10 +1,10 @@
-"""What every page view shares: the acting principal, htmx detection, error pages, field errors."""
+"""What every page view shares: the acting principal, htmx detection, field errors."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flask import render_template, request
+from flask import request
 from flask_login import current_user
 from flask_wtf import FlaskForm
 
@@ -42,21 +42,3 @@ def apply_field_errors(form: FlaskForm, exc: ServiceError) -> None:
 def page_args(args: Mapping[str, str], allowed: tuple[str, ...]) -> dict[str, str]:
     """The non-empty query parameters among `allowed`, e.g. to rebuild links."""
     return {k: args[k] for k in allowed if args.get(k)}
-
-
-PAGE_TITLES = {
-    400: "Cannot do that",
-    403: "Not allowed",
-    404: "Not found",
-    405: "Not allowed",
-    409: "Conflict",
-    413: "Too large",
-    429: "Too many attempts",
-    500: "Something went wrong",
-}
-
-
-def error_page(status: int, message: str):
-    """The page a browser sees for an error: a status, one sentence, a way back."""
-    title = PAGE_TITLES.get(status, "Error")
-    return render_template("errors/error.html", status=status, title=title, message=message), status

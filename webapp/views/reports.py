@@ -21,7 +21,8 @@ from flask_login import login_required
 
 from ..services import periods, report_days, reports
 from ..services.errors import Invalid
-from .common import error_page, is_htmx, principal
+from .common import is_htmx, principal
+from .errors import error_page
 
 bp = Blueprint("reports", __name__, url_prefix="/reports")
 
