@@ -15,7 +15,7 @@ from typing import Any
 from flask import Response, jsonify, request
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from ..services.errors import ERROR_CODES, ServiceError
 from . import bp
@@ -78,7 +78,7 @@ def _http_error(exc: HTTPException) -> Response:
         response = error_response(status, ERROR_CODES[status], MESSAGES[status])
     else:
         response = error_response(status, "error", exc.name)
-    if exc.code == 405 and exc.valid_methods:
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
         response.headers["Allow"] = ", ".join(exc.valid_methods)
     return response
 
