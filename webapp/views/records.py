@@ -33,6 +33,7 @@ from ..access import Principal
 from ..services import companies, ddis, listing, phone_users, records
 from ..services.errors import Invalid, NotFound, ServiceError
 from .common import is_htmx, principal
+from .csv_safe import neutralise
 from .forms import form_error
 
 bp = Blueprint("records", __name__)
@@ -205,11 +206,6 @@ def _csv(screen: Screen) -> Response:
     response = Response(stream_with_context(rows()), mimetype="text/csv")
     response.headers["Content-Disposition"] = f"attachment; filename={screen.plural}.csv"
     return response
-
-
-def neutralise(value: str) -> str:
-    """A cell a spreadsheet would run as a formula (= + - @, tab, CR) is prefixed with '."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 @bp.get("/ddis.csv")

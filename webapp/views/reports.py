@@ -21,11 +21,11 @@ from flask_login import login_required
 from ..services import periods, report_days, report_query, reports
 from ..services.errors import Invalid
 from .common import is_htmx, principal
+from .csv_safe import neutralise
 from .errors import error_page
 
 bp = Blueprint("reports", __name__, url_prefix="/reports")
 
-CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 TITLES = {"ddi": "DDI counts", "user": "Phone-user counts"}
 NOUNS = {"ddi": "DDIs", "user": "phone users"}
 FILE_STEMS = {"ddi": "ddi-counts", "user": "user-counts"}
@@ -227,11 +227,6 @@ def users():
 
 
 # --- CSV -------------------------------------------------------------------------------------
-
-
-def neutralise(cell: str) -> str:
-    """A cell a spreadsheet would read as a formula gets a leading single quote."""
-    return "'" + cell if cell.startswith(CSV_TRIGGERS) else cell
 
 
 def _csv(kind: str):
