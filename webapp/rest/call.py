@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from flask import jsonify, request
+from typing import Any
+
+from flask import Response, jsonify, request
 
 from ..services import report_query, reports
 from . import bp
 from .ops import json_body, parse_envelope, require_principal
 
 
-def _report(kind: str):
+def _report(kind: str) -> Response:
     principal = require_principal()
+    scope: Any  # the POST body's is unchecked JSON: parse_scope says what is wrong with it
     if request.method == "GET":
         scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.API)
     else:
@@ -22,10 +25,10 @@ def _report(kind: str):
 
 
 @bp.route("/call/readUserCount", methods=["GET", "POST"])
-def read_user_count():
+def read_user_count() -> Response:
     return _report("user")
 
 
 @bp.route("/call/readDDICount", methods=["GET", "POST"])
-def read_ddi_count():
+def read_ddi_count() -> Response:
     return _report("ddi")
