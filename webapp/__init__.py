@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
+from flask.typing import ResponseReturnValue
 
 from .config import _secret_key, default_config, engine_options
 from .database import configure_engine
@@ -65,13 +67,38 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     )
     from .cli import register_cli
     from .rest import bp as rest_bp
-    from .rest import errors as rest_errors
     from .rest.meta import healthz
 
     app.register_blueprint(rest_bp)
     views.register(app)
     security.register(app)
     app.add_url_rule("/healthz", "healthz", healthz)
-    rest_errors.register(app)
+    register_error_handlers(app)
     register_cli(app)
     return app
+
+
+ErrorHandler = Callable[[Any], ResponseReturnValue]
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Each surface maps errors once: the API's JSON envelope is its blueprint's handlers
+    (rest.errors), the pages' error page is the app's (views.errors). Flask asks a blueprint's
+    handlers only about a request one of its routes matched, so an unknown address or a refused
+    method under /rest/ reaches the app's handlers alone: these send it to the API's."""
+    from .rest import errors as api_errors
+    from .views import errors as page_errors
+
+    for exc_class, page_handler in page_errors.HANDLERS.items():
+        app.register_error_handler(
+            exc_class, _by_surface(api_errors.HANDLERS[exc_class], page_handler)
+        )
+
+
+def _by_surface(api_handler: ErrorHandler, page_handler: ErrorHandler) -> ErrorHandler:
+    from .rest.errors import is_api_request
+
+    def handle(exc: Exception) -> ResponseReturnValue:
+        return api_handler(exc) if is_api_request() else page_handler(exc)
+
+    return handle

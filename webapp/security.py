@@ -7,7 +7,7 @@ from flask_login import current_user
 from limits import parse
 
 from .extensions import limiter
-from .views.common import error_page
+from .views.errors import error_page
 
 # No inline script or style anywhere: htmx and app.css come from static/, and htmx is told
 # not to inject its indicator <style> (base.html).
@@ -17,6 +17,9 @@ CSP = (
     "frame-ancestors 'none'"
 )
 SIGN_IN_LIMIT = "10 per 15 minutes"
+# Keeps an answer out of every cache (Pragma for HTTP/1.0 ones): pages that show a secret once
+# send both; add_headers sets the Cache-Control one on every answer that may hold company data.
+NO_STORE: dict[str, str] = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 def add_headers(response: Response) -> Response:
@@ -33,7 +36,7 @@ def add_headers(response: Response) -> Response:
     if request.endpoint != "static" and (
         request.path.startswith("/rest/") or current_user.is_authenticated
     ):
-        headers["Cache-Control"] = "no-store"
+        headers["Cache-Control"] = NO_STORE["Cache-Control"]
     if current_app.config.get("HTTPS"):
         headers.setdefault("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
     return response

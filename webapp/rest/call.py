@@ -2,50 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from flask import jsonify, request
+from flask import Response, jsonify, request
 
-from ..services import reports
-from ..services.errors import Invalid
+from ..services import report_query, reports
 from . import bp
 from .ops import json_body, parse_envelope, require_principal
 
-QUERY_PARAMS = ("company", "month", "year")
-SMALL_INT = re.compile(r"[0-9]{1,4}")
 
-
-def _scope_from_query() -> dict[str, Any]:
-    """The GET form: company (repeatable), month, year, as the same scope the POST form takes."""
-    unknown = [k for k in request.args if k not in QUERY_PARAMS]
-    if unknown:
-        raise Invalid(
-            f"Query parameter '{unknown[0]}' is not known here.", {unknown[0]: "unknown field"}
-        )
-    scope: dict[str, Any] = {}
-    if "company" in request.args:
-        scope["company"] = request.args.getlist("company")
-    for name in ("month", "year"):
-        values = request.args.getlist(name)
-        if len(values) > 1:
-            raise Invalid(
-                f"Query parameter '{name}' is given more than once.", {name: "given twice"}
-            )
-        if values:
-            if not SMALL_INT.fullmatch(values[0]):
-                raise Invalid(
-                    f"Query parameter '{name}' must be a whole number.",
-                    {name: "must be an integer"},
-                )
-            scope[name] = int(values[0])
-    return scope
-
-
-def _report(kind: str):
+def _report(kind: str) -> Response:
     principal = require_principal()
+    scope: Any  # the POST body's is unchecked JSON: parse_scope says what is wrong with it
     if request.method == "GET":
-        scope = _scope_from_query()
+        scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.API)
     else:
         body = json_body()
         parse_envelope("report", body, ("cdr",))
@@ -55,10 +25,10 @@ def _report(kind: str):
 
 
 @bp.route("/call/readUserCount", methods=["GET", "POST"])
-def read_user_count():
+def read_user_count() -> Response:
     return _report("user")
 
 
 @bp.route("/call/readDDICount", methods=["GET", "POST"])
-def read_ddi_count():
+def read_ddi_count() -> Response:
     return _report("ddi")

@@ -1,33 +1,44 @@
-"""Error handlers: the JSON envelope under /rest/ (decisions.md §4), an error page elsewhere."""
+"""The API's error answers: every error under /rest/ as the JSON envelope (decisions.md §4).
+
+The handlers are registered on the /rest/ blueprint. A request under /rest/ that matched no
+route (an unknown address, a method the address does not take) belongs to no blueprint, so
+Flask asks only the app's handlers about it; those hand it to `HANDLERS` here (see
+`webapp.register_error_handlers`).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
-from flask import Flask, flash, jsonify, make_response, request
+from flask import Response, jsonify, request
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from ..services.errors import ServiceError
-from ..views.common import PAGE_TITLES, error_page
+from ..services.errors import ERROR_CODES, ServiceError
+from . import bp
 
 log = logging.getLogger(__name__)
 
-HTTP_CODES = {
-    400: ("bad_request", "The request is not valid."),
-    401: ("unauthorized", "Credentials are missing or not valid."),
-    403: ("forbidden", "This account may not do this."),
-    404: ("not_found", "There is nothing at this address."),
-    405: ("method_not_allowed", "This method is not allowed here."),
-    409: ("conflict", "This conflicts with what is stored."),
-    413: ("too_large", "The request body is larger than 1 MiB."),
-    415: ("unsupported_media_type", "The body must be declared as application/json."),
-    429: ("rate_limited", "Too many requests; try again later."),
+# What the envelope says for an HTTP error no service raised; the codes are ERROR_CODES'.
+MESSAGES: dict[int, str] = {
+    400: "The request is not valid.",
+    401: "Credentials are missing or not valid.",
+    403: "This account may not do this.",
+    404: "There is nothing at this address.",
+    405: "This method is not allowed here.",
+    409: "This conflicts with what is stored.",
+    413: "The request body is larger than 1 MiB.",
+    415: "The body must be declared as application/json.",
+    429: "Too many requests; try again later.",
 }
 
 
-def error_response(status: int, code: str, message: str, fields: dict[str, str] | None = None):
+def error_response(
+    status: int, code: str, message: str, fields: dict[str, str] | None = None
+) -> Response:
     error: dict[str, object] = {"code": code, "message": message}
     if fields:
         error["fields"] = fields
@@ -36,61 +47,54 @@ def error_response(status: int, code: str, message: str, fields: dict[str, str] 
     return response
 
 
-def _is_api() -> bool:
+def is_api_request() -> bool:
+    """Whether the request's address is the API's, whether or not a route matched it."""
     return request.path == "/rest" or request.path.startswith("/rest/")
 
 
-def register(app: Flask) -> None:
-    """App-level handlers (a blueprint's own never see unknown paths or 405s); pages fall
-    through to the default handling."""
+@bp.errorhandler(ServiceError)
+def _service_error(exc: ServiceError) -> Response:
+    return error_response(exc.status, exc.code, exc.message, exc.fields)
 
-    @app.errorhandler(ServiceError)
-    def _service_error(exc: ServiceError):
-        if _is_api():
-            return error_response(exc.status, exc.code, exc.message, exc.fields)
-        return error_page(exc.status, exc.message)
 
-    @app.errorhandler(CSRFError)
-    def _csrf_error(exc: CSRFError):
-        if _is_api():
-            return error_response(403, "forbidden", "The CSRF token is missing or not valid.")
-        if request.headers.get("HX-Request") == "true":
-            # An htmx form whose token expired: reload the page (and so the token) instead of
-            # swapping an error page into the form.
-            flash("The form had expired; the page was reloaded, please try again.", "error")
-            response = make_response("", 400)
-            response.headers["HX-Refresh"] = "true"
-            return response
-        return error_page(
-            400, "The form has expired or is not valid; reload the page and try again."
-        )
+@bp.errorhandler(CSRFError)
+def _csrf_error(exc: CSRFError) -> Response:
+    return error_response(403, ERROR_CODES[403], "The CSRF token is missing or not valid.")
 
-    @app.errorhandler(RateLimitExceeded)
-    def _rate_limited(exc: RateLimitExceeded):
-        if _is_api():
-            response = error_response(429, *HTTP_CODES[429])
-            retry = exc.get_response().headers.get("Retry-After")
-            if retry:
-                response.headers["Retry-After"] = retry
-            return response
-        return error_page(429, "Too many attempts; wait a few minutes and try again.")
 
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):
-        if not _is_api():
-            if exc.code in PAGE_TITLES:
-                return error_page(exc.code, exc.description or exc.name)
-            return exc
-        code, message = HTTP_CODES.get(exc.code or 500, ("error", exc.name))
-        response = error_response(exc.code or 500, code, message)
-        if exc.code == 405 and exc.valid_methods:
-            response.headers["Allow"] = ", ".join(exc.valid_methods)
-        return response
+@bp.errorhandler(RateLimitExceeded)
+def _rate_limited(exc: RateLimitExceeded) -> Response:
+    response = error_response(429, ERROR_CODES[429], MESSAGES[429])
+    retry = exc.get_response().headers.get("Retry-After")
+    if retry:
+        response.headers["Retry-After"] = retry
+    return response
 
-    @app.errorhandler(Exception)
-    def _unexpected(exc: Exception):
-        # Logged with its traceback for the operator; the caller sees one plain sentence.
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        if _is_api():
-            return error_response(500, "internal_error", "Something went wrong on our side.")
-        return error_page(500, "Something went wrong on our side; it has been logged.")
+
+@bp.errorhandler(HTTPException)
+def _http_error(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    if status in ERROR_CODES:
+        response = error_response(status, ERROR_CODES[status], MESSAGES[status])
+    else:
+        response = error_response(status, "error", exc.name)
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        response.headers["Allow"] = ", ".join(exc.valid_methods)
+    return response
+
+
+@bp.errorhandler(Exception)
+def _unexpected(exc: Exception) -> Response:
+    # Logged with its traceback for the operator; the caller sees one plain sentence.
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_response(500, "internal_error", "Something went wrong on our side.")
+
+
+# The same handlers by exception class, for what reaches only the app's handlers (above).
+HANDLERS: dict[type[Exception], Callable[[Any], Response]] = {
+    ServiceError: _service_error,
+    CSRFError: _csrf_error,
+    RateLimitExceeded: _rate_limited,
+    HTTPException: _http_error,
+    Exception: _unexpected,
+}

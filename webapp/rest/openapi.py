@@ -9,6 +9,7 @@ from typing import Any
 from flask import jsonify
 
 from ..services import ddis, records
+from ..services.errors import ERROR_CODES
 from ..services.fields import FORMATS, Part
 from ..services.reports import KINDS as REPORT_TOTALS
 from . import bp
@@ -22,17 +23,7 @@ FIELD_DESCRIPTIONS = {
     "company": "Company identifier",
     "username": "Phone user's name, unique within its company",
 }
-ERRORS = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "too_large",
-    415: "unsupported_media_type",
-    429: "rate_limited",
-}
+ERRORS = ERROR_CODES
 
 
 def _ref(name: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 from ..access import Principal
 from ..request_auth import api_principal
 from ..services import ddis, phone_users
-from ..services.errors import Invalid, ServiceError
+from ..services.errors import Invalid, Unauthorized
 from . import bp
 
 SERVICES = {"ddi": ddis, "user": phone_users}
@@ -27,11 +27,6 @@ TOP_LEVEL = {
     "delete": ("type", "scope"),
     "report": ("type", "scope"),
 }
-
-
-class Unauthorized(ServiceError):
-    status = 401
-    code = "unauthorized"
 
 
 def require_principal() -> Principal:

@@ -27,9 +27,11 @@ def index():
 def register(app: Flask) -> None:
     from . import account, admin, audit, auth, records, reports
     from .common import principal
+    from .forms import FIELD_LABELS
 
     for module in (auth, records, reports, admin, account, audit):
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
+    app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.add_url_rule("/", "index", index)

@@ -11,13 +11,13 @@ from flask_login import login_required, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 
+from ..security import NO_STORE
 from ..services import accounts, api_tokens, signin
 from ..services.errors import ServiceError
-from .common import apply_field_errors, principal
+from .common import principal
+from .forms import ConfirmForm, form_error
 
 bp = Blueprint("account", __name__, url_prefix="/account")
-
-NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
 class TokenForm(FlaskForm):
@@ -29,10 +29,6 @@ class OwnPasswordForm(FlaskForm):
     password = PasswordField(
         "New password", description=f"At least {signin.MIN_PASSWORD} characters."
     )
-
-
-class ConfirmForm(FlaskForm):
-    """Only the CSRF token: the POST of a confirmation page."""
 
 
 def _page(token_form=None, password_form=None, new_token=None, status=200):
@@ -51,13 +47,6 @@ def _page(token_form=None, password_form=None, new_token=None, status=200):
     )
 
 
-def _form_error(form: FlaskForm, exc: ServiceError) -> int:
-    if exc.status not in (400, 409):
-        raise exc
-    apply_field_errors(form, exc)
-    return exc.status
-
-
 @bp.get("/tokens")
 @login_required
 def tokens():
@@ -73,7 +62,7 @@ def token_create():
         try:
             raw = api_tokens.create(me, me.username, (form.label.data or "").strip())
         except ServiceError as exc:
-            return _page(token_form=form, status=_form_error(form, exc))
+            return _page(token_form=form, status=form_error(form, exc))
         return _page(new_token=raw)
     return _page(token_form=form, status=400)
 
@@ -103,7 +92,7 @@ def password():
                 me, form.current_password.data or "", form.password.data or ""
             )
         except ServiceError as exc:
-            return _page(password_form=form, status=_form_error(form, exc))
+            return _page(password_form=form, status=form_error(form, exc))
         # The password change ended every session of this account, this one included.
         logout_user()
         session.clear()

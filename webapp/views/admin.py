@@ -14,28 +14,19 @@ from flask_login import login_required
 from flask_wtf import FlaskForm
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
+from ..security import NO_STORE
 from ..services import accounts, companies, signin
 from ..services.errors import ServiceError
-from .common import apply_field_errors, principal
+from .common import principal
+from .forms import ConfirmForm, form_error
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
-
-# Service errors shown on the form itself; any other (403, 404) becomes the error page.
-FORM_STATUSES = (400, 409)
-
-
-def _form_error(form: FlaskForm, exc: ServiceError) -> int:
-    """Put a service's complaint on the form and answer the status to render it with."""
-    if exc.status not in FORM_STATUSES:
-        raise exc
-    apply_field_errors(form, exc)
-    return exc.status
 
 
 def _secret_page(**context):
     """A page that shows a secret once: rendered in the POST's own answer, never cached."""
     response = render_template("admin/secret.html", **context)
-    return response, 200, {"Cache-Control": "no-store", "Pragma": "no-cache"}
+    return response, 200, NO_STORE
 
 
 # --- companies ---------------------------------------------------------------------------------
@@ -60,7 +51,7 @@ def companies_page():
         try:
             companies.create(me, form.id.data or "", form.name.data or "")
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             flash(f"Company {form.id.data} created.", "success")
             return redirect(url_for("admin.companies"))
@@ -79,7 +70,7 @@ def company_rename(company_id: str):
         try:
             companies.rename(me, company_id, form.name.data or "")
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             flash(f"Company {company_id} renamed.", "success")
             return redirect(url_for("admin.companies"))
@@ -144,10 +135,6 @@ class PasswordForm(FlaskForm):
     )
 
 
-class ConfirmForm(FlaskForm):
-    """Only the CSRF token: the POST of a confirmation page."""
-
-
 @bp.get("/accounts", endpoint="accounts")
 @login_required
 def accounts_page():
@@ -169,7 +156,7 @@ def account_new():
                 me, form.username.data or "", form.password.data or None, **form.grants()
             )
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             if new.password is not None:
                 return _secret_page(
@@ -196,7 +183,7 @@ def account_grants(username: str):
         try:
             accounts.set_grants(me, username, **form.grants())
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             flash(f"Grants of {username} saved.", "success")
             return redirect(url_for("admin.accounts"))
@@ -214,7 +201,7 @@ def account_password(username: str):
         try:
             generated = accounts.reset_password(me, username, form.password.data or None)
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             if generated is not None:
                 return _secret_page(
@@ -240,7 +227,7 @@ def account_disable(username: str):
         try:
             accounts.disable_other(me, username)
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = form_error(form, exc)
         else:
             flash(f"Account {username} disabled; its sessions and tokens no longer work.", "info")
             return redirect(url_for("admin.accounts"))

@@ -13,7 +13,8 @@ from wtforms import Form, SelectField, StringField
 
 from ..services import audit, companies
 from ..services.errors import ServiceError
-from .common import apply_field_errors, is_htmx, page_args, principal
+from .common import is_htmx, page_args, principal
+from .forms import form_error
 
 bp = Blueprint("audit", __name__, url_prefix="/audit")
 
@@ -45,10 +46,8 @@ def index():
     try:
         rows, total = audit.search(me, **filters, page=page, per_page=PER_PAGE)
     except ServiceError as exc:
-        if exc.status != 400:
-            raise
-        apply_field_errors(form, exc)
-        rows, total, status = [], 0, 400
+        status = form_error(form, exc, on_form=(400,))
+        rows, total = [], 0
     form.company.choices = [("", "Any company")] + [
         (c.id, c.id) for c in companies.listed(me.auditable_companies())
     ]

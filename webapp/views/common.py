@@ -1,15 +1,13 @@
-"""What every page view shares: the acting principal, htmx detection, error pages, field errors."""
+"""What every page view shares: the acting principal, htmx detection, query links."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from flask import render_template, request
+from flask import request
 from flask_login import current_user
-from flask_wtf import FlaskForm
 
 from ..access import Principal
-from ..services.errors import ServiceError
 
 
 def principal() -> Principal:
@@ -26,37 +24,6 @@ def is_htmx() -> bool:
     )
 
 
-def apply_field_errors(form: FlaskForm, exc: ServiceError) -> None:
-    """Show a service's field messages beside the form's fields (the rest above the form)."""
-    form.form_errors = []  # type: ignore[attr-defined]
-    for name, why in exc.fields.items():
-        field = getattr(form, name.rsplit(".", 1)[-1], None)
-        if field is not None and hasattr(field, "errors"):
-            field.errors = [*list(field.errors), why]
-        else:
-            form.form_errors.append(f"{name}: {why}")
-    if not exc.fields:
-        form.form_errors.append(exc.message)
-
-
 def page_args(args: Mapping[str, str], allowed: tuple[str, ...]) -> dict[str, str]:
     """The non-empty query parameters among `allowed`, e.g. to rebuild links."""
     return {k: args[k] for k in allowed if args.get(k)}
-
-
-PAGE_TITLES = {
-    400: "Cannot do that",
-    403: "Not allowed",
-    404: "Not found",
-    405: "Not allowed",
-    409: "Conflict",
-    413: "Too large",
-    429: "Too many attempts",
-    500: "Something went wrong",
-}
-
-
-def error_page(status: int, message: str):
-    """The page a browser sees for an error: a status, one sentence, a way back."""
-    title = PAGE_TITLES.get(status, "Error")
-    return render_template("errors/error.html", status=status, title=title, message=message), status

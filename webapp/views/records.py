@@ -32,7 +32,9 @@ from wtforms import SelectField, StringField
 from ..access import Principal
 from ..services import companies, ddis, listing, phone_users, records
 from ..services.errors import Invalid, NotFound, ServiceError
-from .common import apply_field_errors, is_htmx, principal
+from .common import is_htmx, principal
+from .csv_safe import neutralise
+from .forms import form_error
 
 bp = Blueprint("records", __name__)
 PER_PAGE = 50
@@ -203,11 +205,6 @@ def _csv(screen: Screen) -> Response:
     return response
 
 
-def neutralise(value: str) -> str:
-    """A cell a spreadsheet would run as a formula (= + - @, tab, CR) is prefixed with '."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
 @bp.get("/ddis.csv")
 @login_required
 def ddis_csv():
@@ -256,10 +253,8 @@ def _create(screen: Screen):
         try:
             screen.service.create(p, values)
         except ServiceError as exc:
-            if exc.status == 403:
-                raise
-            apply_field_errors(form, exc)
-            return _render_form(screen, form, "create", status=400)
+            status = form_error(form, exc, on_form=(400, 404, 409), status=400)
+            return _render_form(screen, form, "create", status=status)
         return _done(screen, f"Created {screen.kind.label} {screen.label_of(values)}.")
     return _render_form(screen, form, "create", status=400 if request.method == "POST" else 200)
 
@@ -282,10 +277,8 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
                 scope = {**screen.keys_of(record), "company": record["company"]}
                 changed = screen.service.update(p, scope, values)
         except ServiceError as exc:
-            if exc.status in (403, 404):
-                raise
-            apply_field_errors(form, exc)
-            return _render_form(screen, form, action, record, status=400)
+            status = form_error(form, exc, on_form=(400, 409), status=400)
+            return _render_form(screen, form, action, record, status=status)
         verb = "Linked" if action == "link" else ("Saved" if changed else "No changes to")
         return _done(screen, f"{verb} {screen.kind.label} {screen.label_of(record)}.")
     else:

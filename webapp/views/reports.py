@@ -11,7 +11,6 @@ from __future__ import annotations
 import calendar
 import csv
 import io
-import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -19,14 +18,14 @@ from typing import Any
 from flask import Blueprint, current_app, make_response, render_template, request, url_for
 from flask_login import login_required
 
-from ..services import periods, report_days, reports
+from ..services import periods, report_days, report_query, reports
 from ..services.errors import Invalid
-from .common import error_page, is_htmx, principal
+from .common import is_htmx, principal
+from .csv_safe import neutralise
+from .errors import error_page
 
 bp = Blueprint("reports", __name__, url_prefix="/reports")
 
-DIGITS = re.compile(r"[0-9]{1,4}")
-CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 TITLES = {"ddi": "DDI counts", "user": "Phone-user counts"}
 NOUNS = {"ddi": "DDIs", "user": "phone users"}
 FILE_STEMS = {"ddi": "ddi-counts", "user": "user-counts"}
@@ -39,32 +38,6 @@ PAGE_MESSAGES = {
 
 
 # --- query parameters ------------------------------------------------------------------------
-
-
-def _scope_from_args() -> dict[str, Any]:
-    """`company` (repeatable; empty values ignored), `month`, `year` as a report scope.
-
-    Digits only for month and year, each at most once; an empty month or year counts as absent
-    (the picker form sends an empty year field). Other parameters are ignored.
-    """
-    scope: dict[str, Any] = {}
-    wanted = [c for c in request.args.getlist("company") if c != ""]
-    if wanted:
-        scope["company"] = wanted
-    for name in ("month", "year"):
-        values = [v for v in request.args.getlist(name) if v.strip() != ""]
-        if len(values) > 1:
-            raise Invalid(f"Give '{name}' only once.", {name: "given more than once"})
-        if values:
-            value = values[0].strip()
-            if not DIGITS.fullmatch(value):
-                raise Invalid(
-                    f"The {name} must be a whole number, such as "
-                    f"{'10' if name == 'month' else '2026'}.",
-                    {name: "must be a whole number"},
-                )
-            scope[name] = int(value)
-    return scope
 
 
 @dataclass
@@ -80,7 +53,7 @@ def _resolve(kind: str) -> Resolved:
     """Run the report for the request's parameters; Invalid for bad ones, Forbidden from the
     service."""
     me = principal()
-    scope = _scope_from_args()
+    scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.PAGE)
     parsed = reports.parse_scope(scope)
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     today = periods.today_in(tz)
@@ -254,11 +227,6 @@ def users():
 
 
 # --- CSV -------------------------------------------------------------------------------------
-
-
-def neutralise(cell: str) -> str:
-    """A cell a spreadsheet would read as a formula gets a leading single quote."""
-    return "'" + cell if cell.startswith(CSV_TRIGGERS) else cell
 
 
 def _csv(kind: str):

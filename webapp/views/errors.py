@@ -1,0 +1,79 @@
+"""The pages' error answers: an error page with a status, one sentence and a way back.
+
+Registered on the app (see `webapp.register_error_handlers`), so they also answer what no page
+blueprint routed: unknown addresses, refused methods, the NUL/file guard in security.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import flash, make_response, render_template, request
+from flask.typing import ResponseReturnValue
+from flask_limiter.errors import RateLimitExceeded
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from ..services.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+PAGE_TITLES: dict[int, str] = {
+    400: "Cannot do that",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not allowed",
+    409: "Conflict",
+    413: "Too large",
+    429: "Too many attempts",
+    500: "Something went wrong",
+}
+
+
+def error_page(status: int, message: str) -> tuple[str, int]:
+    """The page a browser sees for an error: a status, one sentence, a way back."""
+    title = PAGE_TITLES.get(status, "Error")
+    return render_template("errors/error.html", status=status, title=title, message=message), status
+
+
+def _service_error(exc: ServiceError) -> ResponseReturnValue:
+    return error_page(exc.status, exc.message)
+
+
+def _csrf_error(exc: CSRFError) -> ResponseReturnValue:
+    if request.headers.get("HX-Request") == "true":
+        # An htmx form whose token expired: reload the page (and so the token) instead of
+        # swapping an error page into the form.
+        flash("The form had expired; the page was reloaded, please try again.", "error")
+        response = make_response("", 400)
+        response.headers["HX-Refresh"] = "true"
+        return response
+    return error_page(400, "The form has expired or is not valid; reload the page and try again.")
+
+
+def _rate_limited(exc: RateLimitExceeded) -> ResponseReturnValue:
+    return error_page(429, "Too many attempts; wait a few minutes and try again.")
+
+
+def _http_error(exc: HTTPException) -> ResponseReturnValue:
+    if exc.code in PAGE_TITLES:
+        return error_page(exc.code, exc.description or exc.name)
+    return exc  # Flask's own answer for the rest (e.g. 415)
+
+
+def _unexpected(exc: Exception) -> ResponseReturnValue:
+    # Logged with its traceback for the operator; the browser sees one plain sentence.
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_page(500, "Something went wrong on our side; it has been logged.")
+
+
+# Exception class -> its page; Flask picks the most specific class an error is.
+HANDLERS: dict[type[Exception], Callable[[Any], ResponseReturnValue]] = {
+    ServiceError: _service_error,
+    CSRFError: _csrf_error,
+    RateLimitExceeded: _rate_limited,
+    HTTPException: _http_error,
+    Exception: _unexpected,
+}
