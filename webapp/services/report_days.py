@@ -8,7 +8,6 @@ ignored. So the peak found here is the report's value for that day.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -21,10 +20,8 @@ from ..models import Company, HistoryInterval
 from . import companies as company_service
 from . import periods
 from .errors import Invalid, NotFound
-from .fields import check_format
-from .reports import KINDS, MIN_YEAR
-
-ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+from .fields import ISO_DATE, check_format
+from .reports import ANSWER_KEYS, MIN_YEAR
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ def day_detail(
       that number was active (None when the peak is 0).
     """
     principal.require_report()
-    if kind not in KINDS:
+    if kind not in ANSWER_KEYS:
         raise ValueError(f"unknown report kind {kind!r}")
     if (why := check_format("company", company)) is not None:
         raise Invalid(f"The company identifier {why}.", {"company": why})

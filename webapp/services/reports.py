@@ -39,7 +39,7 @@ from . import periods, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
 
-KINDS = {
+ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
     "user": ("billableUserDaysPerDay", "billableUserDaysForMonth"),
 }
@@ -93,7 +93,7 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     everyone = principal.report_scope() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
     peaks = _peak_lists(kind, period, wanted) if companies else {}
-    per_day_key, month_key = KINDS[kind]
+    per_day_key, month_key = ANSWER_KEYS[kind]
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
     values = {}
