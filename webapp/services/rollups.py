@@ -6,13 +6,13 @@ day's peak, the level at its end and the instant of its last event. A day withou
 quiet: its level all day, and so its peak, is the level at the end of the company's latest
 earlier row. The rows are a pure function of the history, kept exact three ways:
 
-- Live writes call `record_changes` in their own transaction, after their history rows are
-  written. Every writer holds its companies' locks (`lock_companies`) from before it reads the
-  clock until it commits, so one company's changes reach the rollup in timestamp order and a
-  change extends the day's row by simple arithmetic. A change that is not later than the
-  company's last recorded event (a clock step back, two changes in one microsecond) rebuilds
-  that company from the change's day instead, so the rows stay exact.
-- A history import calls `rebuild` for the companies and days it touched.
+- Live writes call `record_changes` in their own transaction, after their history rows are written
+  (both through the one change path, services/changes.py). Every writer holds its companies' locks
+  (`lock_companies`) from before it reads the clock until it commits, so one company's changes reach
+  the rollup in timestamp order and a change extends the day's row by simple arithmetic. A change
+  that is not later than the company's last recorded event (a clock step back, two changes in one
+  microsecond) rebuilds that company from the change's day instead, so the rows stay exact.
+- A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
@@ -28,16 +28,15 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from flask import current_app
-from sqlalchemy import and_, delete, insert, or_, select, text, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..models import Company, DailyPeak, HistoryInterval, RollupState
-from . import audit, periods
+from . import audit, history, periods
 
 KINDS = ("ddi", "user")
-CHUNK = 400
 
 
 def lock_companies(session: Session, companies: Iterable[str]) -> None:
@@ -50,11 +49,10 @@ def lock_companies(session: Session, companies: Iterable[str]) -> None:
     """
     if session.get_bind().dialect.name != "postgresql":
         return
-    wanted = sorted(set(companies))
-    for i in range(0, len(wanted), CHUNK):
+    for chunk in history.chunks(sorted(set(companies))):
         session.execute(
             select(Company.id)
-            .where(Company.id.in_(wanted[i : i + CHUNK]))
+            .where(Company.id.in_(chunk))
             .order_by(Company.id)
             .with_for_update(key_share=True)
         ).all()
@@ -219,6 +217,17 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
     return len(out)
 
 
+def rebuild_from(session: Session, kind: str, first: dict[str, datetime]) -> None:
+    """Recompute kind's rows of each company in `first` from the local day of its instant on
+    (the history before it is unchanged), in the zone the rollup is kept in; nothing while the
+    rollup is not built."""
+    zone_name = built_zone(session, kind)
+    if zone_name is None or not first:
+        return
+    tz = periods.zone(zone_name)
+    rebuild(session, kind, {c: periods.today_in(tz, at) for c, at in first.items()}, tz)
+
+
 def _partial_groups(session: Session, kind: str, starts: dict[str, date], tz: ZoneInfo, real):
     """Per company, the events from its start date's midnight on; rows from then on dropped."""
     h = HistoryInterval
@@ -263,8 +272,7 @@ def rebuild_all(session: Session, tz: ZoneInfo) -> dict[str, int]:
     On PostgreSQL live writers wait for it (they need the history table), so no change made
     meanwhile is missed."""
     session.flush()
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
+    history.lock_table(session)
     return {kind: rebuild(session, kind, None, tz) for kind in KINDS}
 
 
