@@ -35,6 +35,7 @@ from webapp.services import changes, ddis, history_import, periods, phone_users,
 from webapp.services.errors import ServiceError
 
 from .invariants import assert_rollup_exact
+from .report_helpers import daily_peaks, rollup_peaks
 
 COMPANIES = ("alpha", "beta", "gamma")
 ROOT = Principal.cli()
@@ -130,8 +131,8 @@ def assert_reports_match(zone: str, until: datetime) -> None:
         period = periods.resolve(month.month, month.year, tz, TODAY)
         for kind in rollups.KINDS:
             scratch = reports.scratch_peaks(kind, period, None)
-            assert rollups.peaks(db.session, kind, period, None) == scratch, (kind, month)
-            assert reports.daily_peaks(kind, period, ["beta"]) == {
+            assert rollup_peaks(db.session, kind, period, None) == scratch, (kind, month)
+            assert daily_peaks(kind, period, ["beta"]) == {
                 k: v for k, v in scratch.items() if k[0] == "beta"
             }
         month = (month + timedelta(days=32)).replace(day=1)

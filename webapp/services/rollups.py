@@ -16,7 +16,10 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
-tests/test_rollups.py holds every path to the from-scratch computation on random histories.
+`sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
+(report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
+fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
+path to the from-scratch computation on random histories.
 """
 
 from __future__ import annotations
@@ -72,11 +75,13 @@ def record_changes(
 ) -> None:
     """Add one instant's interval ends and starts (one company per item) to the rollup.
 
-    Guarantees: afterwards the rows of every company named equal what `rebuild` would compute
-    from the history, provided the caller wrote these intervals first and holds
-    `lock_companies` for them. Does nothing while the rollup is not built. Reading the state
-    after the history write matters on PostgreSQL: a rebuild running meanwhile holds the
-    history table, so either it sees this change or this reads its finished state.
+    The fast path: arithmetic on the company's latest row that gives what `sweep`, the definition,
+    would give for the history with these events added. Guarantees: afterwards the rows of every
+    company named equal what `rebuild` would compute from the history, provided the caller wrote
+    these intervals first and holds `lock_companies` for them. Does nothing while the rollup is not
+    built. Reading the state after the history write matters on PostgreSQL: a rebuild running
+    meanwhile holds the history table, so either it sees this change or this reads its finished
+    state.
     """
     zone_name = built_zone(session, kind)
     if zone_name is None:
@@ -117,18 +122,26 @@ def record_changes(
 
 
 @dataclass
-class _Day:
+class DayPeak:
+    """One local day with events, as `sweep` finds it."""
+
     day: date
     peak: int
-    level: int
-    last_at: datetime
+    level: int  # after the day's last event
+    last_at: datetime  # the day's last event
+    peak_at: datetime  # the first instant at which `peak` was active (the day's start if it
+    # was active from the day's first instant on)
+
+    def reach(self, level: int, at: datetime) -> None:
+        if level > self.peak:
+            self.peak, self.peak_at = level, at
 
 
 class _Days:
     """Local dates of naive UTC instants, remembering the last day's bounds: a company's events
     come in time order, so most lookups need no time-zone conversion."""
 
-    def __init__(self, tz: ZoneInfo):
+    def __init__(self, tz: ZoneInfo) -> None:
         self.tz = tz
         self.start = self.end = datetime.max
         self.day = date.min
@@ -143,13 +156,19 @@ class _Days:
 
 def sweep(
     events: list[tuple[datetime, int, bool]], tz: ZoneInfo, days: _Days | None = None
-) -> Iterator[_Day]:
-    """The rows for one company's events (instant, +1/-1, real), sorted by instant with ends
-    first. Unreal events are the clamped starts of intervals open at a rebuild's first instant:
-    they set the level carried into it without making that day a day with events."""
+) -> Iterator[DayPeak]:
+    """The definition of a day's peak: the largest number of records active at one instant
+    of the local day in `tz`, found by sweeping one company's events.
+
+    `events` are (naive UTC instant, +1 start / -1 end, real), sorted by instant with ends
+    first (intervals are half-open). The level after all of an instant's events is the number
+    active from that instant on; the level before a day's first event held from its midnight.
+    Yields one DayPeak per local day with a real event, in order. Unreal events are the clamped
+    starts of intervals open at a rebuild's first instant: they set the level carried into it
+    without making that day a day with events."""
     days = days or _Days(tz)
     level = 0
-    current: _Day | None = None
+    current: DayPeak | None = None
     i, n = 0, len(events)
     while i < n:
         at = events[i][0]
@@ -166,8 +185,11 @@ def sweep(
             if current is not None:
                 yield current
             # The level before this instant held from midnight on, unless this is midnight.
-            current = _Day(day, before if at > day_start else level, level, at)
-        current.peak = max(current.peak, level)
+            if at > day_start:
+                current = DayPeak(day, before, level, at, day_start)
+            else:
+                current = DayPeak(day, level, level, at, at)
+        current.reach(level, at)
         current.level = level
         current.last_at = at
     if current is not None:
@@ -194,7 +216,7 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
     else:
         groups = _partial_groups(session, kind, starts, tz, real)
     days = _Days(tz)
-    out: list[tuple] = []
+    out: list[tuple[str, date, int, int, datetime]] = []
     for company, events in groups:
         events.sort(key=lambda e: (e[0], e[1]))
         out += [(company, r.day, r.peak, r.level, r.last_at) for r in sweep(events, tz, days)]
@@ -295,24 +317,6 @@ def build(principal: Principal) -> dict[str, int]:
             ],
         )
     return counts
-
-
-def peaks(
-    session: Session, kind: str, period: periods.Period, companies: list[str] | None
-) -> dict[tuple[str, int], int]:
-    """{(company, day index): peak} from the rollup, for the days with a non-zero peak; the
-    same numbers as reports.scratch_peaks. `companies` None means every company."""
-    return nonzero_days(peak_lists(session, kind, period, companies))
-
-
-def nonzero_days(lists: dict[str, list[int]]) -> dict[tuple[str, int], int]:
-    """{company: [each day's peak]} as {(company, day index): peak}, zero days left out."""
-    return {
-        (company, i): peak
-        for company, values in lists.items()
-        for i, peak in enumerate(values)
-        if peak
-    }
 
 
 def peak_lists(
