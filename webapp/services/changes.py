@@ -70,11 +70,14 @@ def write(
 ) -> Change:
     """Carry out one change in the caller's write transaction; return what `step` reported.
 
-    The steps, always in this order:
+    `kind` ('ddi' or 'user') is the kind of the records that start and end; None for an
+    import, whose closed intervals each name their own. The steps, always in this order:
 
     1. Lock: `lock.companies` in identifier order, or the whole history table. Before the
        clock, so a writer that waited for another one is stamped after it, and one company's
-       changes reach the rollup in timestamp order (the rollup's arithmetic relies on it).
+       changes reach the rollup in timestamp order (the rollup's arithmetic relies on it). The
+       table lock makes every live writer wait (they all write the table), so it covers the
+       companies an import rebuilds too.
     2. Clock: the change's instant `now` (database.write_clock), read once.
     3. The caller's `step(now)`: its own table rows (update, delete; a create inserts before
        calling, so it is stamped after a racing delete of the same key that it waited for),
@@ -88,8 +91,7 @@ def write(
     6. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
        transaction, so it commits or rolls back with the change.
 
-    A new step (say, publishing change events) belongs after 5 and before or after 6, with
-    the same `now` and the same Change.
+    A new step (say, change events) goes between 5 and 6, with the same `now` and Change.
     """
     # 1. Lock
     if lock.history:
