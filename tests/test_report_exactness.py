@@ -26,6 +26,7 @@ from webapp.models import HistoryInterval
 from webapp.services import periods, reports, rollups
 
 from .factories import rollup_rebuilt
+from .report_helpers import rollup_peaks
 
 COMPANIES = ("alpha", "beta", "gamma")
 TODAY = date(2026, 11, 22)
@@ -146,8 +147,8 @@ def check(app, kind: str, year: int, month: int, zone: str, intervals) -> None:
     assert window == scratch
     # The report above read the rollup (rebuilt in this zone by store); so must a subset.
     assert rollups.built_zone(db.session, kind) == zone
-    assert rollups.peaks(db.session, kind, period, None) == scratch
-    assert rollups.peaks(db.session, kind, period, ["beta"]) == {
+    assert rollup_peaks(db.session, kind, period, None) == scratch
+    assert rollup_peaks(db.session, kind, period, ["beta"]) == {
         k: v for k, v in scratch.items() if k[0] == "beta"
     }
 

@@ -11,7 +11,7 @@ from flask import jsonify
 from ..services import ddis, records
 from ..services.errors import ERROR_CODES
 from ..services.fields import FORMATS, Part
-from ..services.reports import KINDS as REPORT_TOTALS
+from ..services.reports import ANSWER_KEYS as REPORT_TOTALS
 from . import bp
 from .meta import API_LABEL, package_version
 from .ops import SERVICES, TOP_LEVEL

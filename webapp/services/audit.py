@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..database import utcnow
 from ..extensions import db
 from ..models import AuditEntry
 from .errors import Invalid
+from .fields import ISO_DATE
 
 
 def entry(
@@ -50,7 +50,6 @@ def record(session: Session, entries: list[dict[str, Any]]) -> None:
 
 MAX_PER_PAGE = 200
 MAX_PAGE = 1_000_000
-_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _day(value: date | str | None, field: str) -> date | None:
@@ -61,7 +60,7 @@ def _day(value: date | str | None, field: str) -> date | None:
         return value.date()
     if isinstance(value, date):
         return value
-    if isinstance(value, str) and _DAY.fullmatch(value.strip()):
+    if isinstance(value, str) and ISO_DATE.fullmatch(value.strip()):
         try:
             return date.fromisoformat(value.strip())
         except ValueError:

@@ -21,6 +21,8 @@ FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "username": (re.compile(r"[a-z0-9._@-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ - @"),
 }
 MAX_DDI_DIGITS = 17
+# A calendar day as YYYY-MM-DD (date.fromisoformat alone also takes other ISO forms).
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def check_format(field: str, value: Any) -> str | None:

@@ -1,11 +1,14 @@
-"""History intervals: written in the caller's transaction with every create, delete and move."""
+"""History intervals: the storage steps of the change path (services/changes.py), which is
+their only caller, so every interval is written in the transaction of the change it records."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
-from sqlalchemy import tuple_, update
+from sqlalchemy import text, tuple_, update
 from sqlalchemy.orm import Session
 
 from ..models import HistoryInterval
@@ -13,10 +16,32 @@ from ..models import HistoryInterval
 # Keeps every statement well under SQLite's bound-parameter limit.
 CHUNK = 400
 
+T = TypeVar("T")
 
-def _chunks(items: list, size: int = CHUNK):
+
+@dataclass(frozen=True)
+class ClosedInterval:
+    """An interval already over when it is recorded (a history import's row)."""
+
+    kind: str
+    company: str
+    key: str
+    start: datetime  # naive UTC
+    end: datetime
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    """`items` in slices of at most `size`: one statement's worth of bound parameters."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def lock_table(session: Session) -> None:
+    """On PostgreSQL, hold the whole history table until commit against every other writer:
+    live writers wait (they need it), readers do not. For work that must see a history no
+    one changes meanwhile (an import's overlap check, a full rollup rebuild)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
 
 
 def open_intervals(
@@ -40,7 +65,7 @@ def close_intervals(
     the new one's starts, so at no moment does the record count twice.
     """
     pairs = list(dict.fromkeys(members))
-    for chunk in _chunks(pairs):
+    for chunk in chunks(pairs):
         session.execute(
             update(HistoryInterval)
             .where(
@@ -50,4 +75,23 @@ def close_intervals(
             )
             .values(end_at=at)
             .execution_options(synchronize_session=False)
+        )
+
+
+def add_closed(session: Session, intervals: Sequence[ClosedInterval]) -> None:
+    """Record intervals that are already over, marked as imported."""
+    if intervals:
+        session.execute(
+            HistoryInterval.__table__.insert(),
+            [
+                {
+                    "kind": r.kind,
+                    "company": r.company,
+                    "key": r.key,
+                    "start_at": r.start,
+                    "end_at": r.end,
+                    "source": "import",
+                }
+                for r in intervals
+            ],
         )

@@ -11,32 +11,36 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
+from typing import Any
 
-from sqlalchemy import insert, select, text, tuple_
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
 
 from ..access import Principal
-from ..database import write_clock, write_transaction
+from ..database import write_transaction
 from ..models import Company, HistoryInterval
-from . import audit, periods, rollups
+from . import changes, history
 from .errors import Invalid
-from .fields import FORMATS
+from .fields import Part, parse_part
 
 HEADER = ["kind", "company", "key", "start", "end"]
-CHUNK = 400
+# The fields module's checks of a username and of a DDI's dialcode and number (17 digits at
+# most together), for the key column.
+_KEY_PARTS = {
+    "user": Part(allowed=("username",), required=("username",)),
+    "ddi": Part(allowed=("dialcode", "number"), required=("dialcode", "number")),
+}
 
 
 @dataclass(frozen=True)
-class Row:
-    line: int
-    kind: str
-    company: str
-    key: str
-    start: datetime  # naive UTC
-    end: datetime
+class ImportRow(history.ClosedInterval):
+    """One checked row of the file: a closed interval and the line it came from."""
+
+    line: int = 0
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -79,45 +83,60 @@ def _timestamp(value: str, line: int, column: str) -> datetime:
 
 def _key_ok(kind: str, key: str) -> bool:
     if kind == "user":
-        return FORMATS["username"][0].fullmatch(key) is not None
-    dialcode, sep, number = key.partition(":")
-    return (
-        sep == ":"
-        and FORMATS["dialcode"][0].fullmatch(dialcode) is not None
-        and FORMATS["number"][0].fullmatch(number) is not None
-        and len(dialcode) + len(number) <= 17
-    )
+        fields = {"username": key}
+    else:
+        dialcode, sep, number = key.partition(":")
+        if sep != ":":
+            return False
+        fields = {"dialcode": dialcode, "number": number}
+    try:
+        parse_part(_KEY_PARTS[kind], fields, "key")
+    except Invalid:
+        return False
+    return True
 
 
-def parse(content: str, companies: set[str], now: datetime) -> list[Row]:
+def parse(content: str, companies: set[str], now: datetime) -> list[ImportRow]:
     """Every row of the file, checked on its own and against the file's other rows."""
+    rows = list(_rows(content, companies, now))
+    _check_within_file(rows)
+    return rows
+
+
+def _rows(content: str, companies: set[str], now: datetime) -> Iterator[ImportRow]:
+    """The file's rows after its header, each checked on its own; blank lines skipped."""
     reader = csv.reader(io.StringIO(content, newline=""))
     header = next(reader, None)
     if header is None or [h.strip() for h in header] != HEADER:
         raise _fail(1, f"the header must be {','.join(HEADER)}")
-    rows: list[Row] = []
     for record in reader:
-        line = reader.line_num
-        if not record or all(not cell.strip() for cell in record):
-            continue
-        if len(record) != len(HEADER):
-            raise _fail(line, f"expected {len(HEADER)} columns, found {len(record)}")
-        kind, company, key, start_text, end_text = (cell.strip() for cell in record)
-        if kind not in ("ddi", "user"):
-            raise _fail(line, f"kind must be ddi or user, not {kind!r}")
-        if company not in companies:
-            raise _fail(line, f"company {company!r} does not exist")
-        if not _key_ok(kind, key):
-            expected = "dialcode:number" if kind == "ddi" else "a username"
-            raise _fail(line, f"key {key!r} is not {expected}")
-        start = _timestamp(start_text, line, "start")
-        end = _timestamp(end_text, line, "end")
-        if end <= start:
-            raise _fail(line, "end must be later than start")
-        if end > now:
-            raise _fail(line, "end is in the future")
-        rows.append(Row(line, kind, company, key, start, end))
-    by_identity: dict[tuple[str, str], list[Row]] = defaultdict(list)
+        if record and any(cell.strip() for cell in record):
+            yield _row(record, reader.line_num, companies, now)
+
+
+def _row(record: list[str], line: int, companies: set[str], now: datetime) -> ImportRow:
+    if len(record) != len(HEADER):
+        raise _fail(line, f"expected {len(HEADER)} columns, found {len(record)}")
+    kind, company, key, start_text, end_text = (cell.strip() for cell in record)
+    if kind not in ("ddi", "user"):
+        raise _fail(line, f"kind must be ddi or user, not {kind!r}")
+    if company not in companies:
+        raise _fail(line, f"company {company!r} does not exist")
+    if not _key_ok(kind, key):
+        expected = "dialcode:number" if kind == "ddi" else "a username"
+        raise _fail(line, f"key {key!r} is not {expected}")
+    start = _timestamp(start_text, line, "start")
+    end = _timestamp(end_text, line, "end")
+    if end <= start:
+        raise _fail(line, "end must be later than start")
+    if end > now:
+        raise _fail(line, "end is in the future")
+    return ImportRow(kind=kind, company=company, key=key, start=start, end=end, line=line)
+
+
+def _check_within_file(rows: list[ImportRow]) -> None:
+    """No row repeats or overlaps another of the same DDI or phone user."""
+    by_identity: dict[tuple[str, str], list[ImportRow]] = defaultdict(list)
     for row in rows:
         by_identity[row.identity].append(row)
     for group in by_identity.values():
@@ -127,21 +146,22 @@ def parse(content: str, companies: set[str], now: datetime) -> list[Row]:
                 raise _fail(b.line, f"repeats line {a.line}")
             if b.start < a.end:
                 raise _fail(b.line, f"overlaps line {a.line} for the same {_what(b)}")
-    return rows
 
 
-def _what(row: Row) -> str:
+def _what(row: ImportRow) -> str:
     return "DDI" if row.kind == "ddi" else "phone user"
 
 
-def _recorded(session, rows: list[Row]) -> dict[tuple[str, str], list[tuple]]:
+def _recorded(
+    session: Session, rows: list[ImportRow]
+) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
     """The recorded intervals of every identity the file names."""
     wanted = sorted({(r.kind, r.key) for r in rows})
-    found: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    found: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     h = HistoryInterval
-    for i in range(0, len(wanted), CHUNK):
+    for chunk in history.chunks(wanted):
         query = select(h.kind, h.company, h.key, h.start_at, h.end_at).where(
-            tuple_(h.kind, h.key).in_(wanted[i : i + CHUNK])
+            tuple_(h.kind, h.key).in_(chunk)
         )
         for kind, company, key, start, end in session.execute(query):
             identity = (kind, key) if kind == "ddi" else (kind, f"{company}/{key}")
@@ -149,28 +169,35 @@ def _recorded(session, rows: list[Row]) -> dict[tuple[str, str], list[tuple]]:
     return found
 
 
-def _rebuild_rollups(session, new: list[Row]) -> None:
-    """Recompute the daily rollup of each company the new intervals touch, from the day of its
-    earliest new start on (the history before it is unchanged)."""
-    for kind in rollups.KINDS:
-        zone_name = rollups.built_zone(session, kind)
-        if zone_name is None:
+def _new_rows(
+    session: Session,
+    rows: list[ImportRow],
+    progress: Callable[[Iterable[ImportRow]], Iterable[ImportRow]],
+) -> list[ImportRow]:
+    """The rows not recorded exactly already; Invalid for one overlapping the recorded
+    history of the same DDI or phone user."""
+    recorded = _recorded(session, rows)
+    new = []
+    for row in progress(rows):
+        existing = recorded.get(row.identity, [])
+        if row.record in existing:
             continue
-        tz = periods.zone(zone_name)
-        first: dict[str, datetime] = {}
-        for r in new:
-            if r.kind == kind and (r.company not in first or r.start < first[r.company]):
-                first[r.company] = r.start
-        if first:
-            starts = {c: periods.today_in(tz, at) for c, at in first.items()}
-            rollups.rebuild(session, kind, starts, tz)
+        for _kind, company, key, start, end in existing:
+            if start < row.end and (end is None or end > row.start):
+                raise _fail(
+                    row.line,
+                    f"overlaps the recorded history of {_what(row)} {key} "
+                    f"in {company} from {start:%Y-%m-%d %H:%M:%S} UTC",
+                )
+        new.append(row)
+    return new
 
 
 def import_csv(
     principal: Principal,
     content: str,
     source: str = "CSV",
-    progress: Callable[[Iterable[Row]], Iterable[Row]] = lambda rows: rows,
+    progress: Callable[[Iterable[ImportRow]], Iterable[ImportRow]] = lambda rows: rows,
 ) -> ImportResult:
     """Check the whole file, then write its new intervals in one transaction; return counts.
 
@@ -180,55 +207,21 @@ def import_csv(
     One audit entry records the import.
     """
     principal.require_system_admin("import history")
-    with write_transaction() as session:
-        if session.get_bind().dialect.name == "postgresql":
-            # Live writers wait until the import commits: no interval appears between the
-            # overlap check and the insert.
-            session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
+    counts: list[int] = []
+
+    def check(now: datetime) -> changes.Change:
         companies = set(session.scalars(select(Company.id)))
-        rows = parse(content, companies, write_clock(session))
-        recorded = _recorded(session, rows)
-        new = []
-        for row in progress(rows):
-            existing = recorded.get(row.identity, [])
-            if row.record in existing:
-                continue
-            for _kind, company, key, start, end in existing:
-                if start < row.end and (end is None or end > row.start):
-                    raise _fail(
-                        row.line,
-                        f"overlaps the recorded history of {_what(row)} {key} "
-                        f"in {company} from {start:%Y-%m-%d %H:%M:%S} UTC",
-                    )
-            new.append(row)
-        if new:
-            session.execute(
-                insert(HistoryInterval),
-                [
-                    {
-                        "kind": r.kind,
-                        "company": r.company,
-                        "key": r.key,
-                        "start_at": r.start,
-                        "end_at": r.end,
-                        "source": "import",
-                    }
-                    for r in new
-                ],
-            )
-            _rebuild_rollups(session, new)
-        audit.record(
-            session,
-            [
-                audit.entry(
-                    principal,
-                    "history.import",
-                    f"history {source}",
-                    detail=(
-                        f"{len(rows)} rows, {len(new)} written,"
-                        f" {len(rows) - len(new)} already recorded"
-                    ),
-                )
-            ],
+        rows = parse(content, companies, now)
+        new = _new_rows(session, rows, progress)
+        counts[:] = [len(rows), len(new)]
+        detail = f"{len(rows)} rows, {len(new)} written, {len(rows) - len(new)} already recorded"
+        return changes.Change(
+            closed=new,
+            audit=[changes.AuditData("history.import", f"history {source}", detail=detail)],
         )
-    return ImportResult(rows=len(rows), written=len(new))
+
+    with write_transaction() as session:
+        # The whole history table is locked before the check: live writers wait until the
+        # import commits, so no interval appears between the overlap check and the insert.
+        changes.write(session, principal, None, changes.Lock(history=True), check)
+    return ImportResult(rows=counts[0], written=counts[1])

@@ -1,7 +1,8 @@
 """Create, read, update and delete for DDIs and phone users, under one set of rules.
 
 A `Kind` describes what differs between the two (model, key fields, who may create); everything
-else (validation, authorization, history, audit, conflicts) is written once here.
+else (validation, authorization, conflicts) is written once here, and every write reaches the
+history, the rollup and the audit log through the change path (changes.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access import Principal
-from ..database import write_clock, write_transaction
+from ..database import write_transaction
 from ..extensions import db
 from ..models import Company
-from . import audit, history, rollups
+from . import changes, history
 from .errors import Conflict, Invalid
 from .fields import Part, parse_int, parse_part
 
@@ -149,26 +150,25 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
             raise Conflict(kind.conflict_message) from exc
         # After the insert: if it waited for a racing delete of the same key, it is stamped
         # after that delete's end, so the key's intervals cannot overlap.
-        rollups.lock_companies(session, (r["company"] for r in rows))
-        now = write_clock(session)
-        members = [(r["company"], kind.history_key(Row(r))) for r in rows]
-        history.open_intervals(session, kind.name, members, now)
-        rollups.record_changes(session, kind.name, now, starts=[c for c, _ in members])
-        audit.record(
+        changes.write(
             session,
-            [
-                audit.entry(
-                    principal,
-                    f"{kind.name}.create",
-                    kind.target(Row(r)),
-                    company=r["company"],
-                    after=r,
-                    at=now,
-                )
-                for r in rows
-            ],
+            principal,
+            kind.name,
+            changes.Lock(companies=[r["company"] for r in rows]),
+            lambda _now: _created(kind, rows),
         )
     return len(rows)
+
+
+def _created(kind: Kind, rows: list[dict[str, str]]) -> changes.Change:
+    shims = [Row(r) for r in rows]
+    return changes.Change(
+        starts=[(r["company"], kind.history_key(s)) for r, s in zip(rows, shims, strict=True)],
+        audit=[
+            changes.AuditData(f"{kind.name}.create", kind.target(s), company=r["company"], after=r)
+            for r, s in zip(rows, shims, strict=True)
+        ],
+    )
 
 
 class Row:
@@ -260,19 +260,29 @@ def apply_changes(
     action: str,
 ) -> int:
     """Set `values` on `rows`; move history for company changes; audit; return rows changed."""
-    if "company" in values:
-        rollups.lock_companies(session, [values["company"], *(r.company for r in rows)])
-    now = write_clock(session)
+    # Only a company change moves rollup rows: the old and the new company are locked.
+    lock = [values["company"], *(r.company for r in rows)] if "company" in values else []
+    change = changes.write(
+        session,
+        principal,
+        kind.name,
+        changes.Lock(companies=lock),
+        lambda _now: _set_values(session, kind, rows, values, action),
+    )
+    return len(change.audit)
+
+
+def _set_values(
+    session: Session, kind: Kind, rows: Sequence[Any], values: dict[str, str], action: str
+) -> changes.Change:
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
-    entries = []
-    changed = 0
+    entries: list[changes.AuditData] = []
     for row in rows:
         before = kind.as_dict(row)
         diff = {f: v for f, v in values.items() if getattr(row, f) != v}
         if not diff:
             continue
-        changed += 1
         if "company" in diff:
             moved_from.append(kind.member(row))
         for field, value in diff.items():
@@ -280,32 +290,19 @@ def apply_changes(
         if "company" in diff:
             moved_to.append(kind.member(row))
         entries.append(
-            audit.entry(
-                principal,
+            changes.AuditData(
                 f"{kind.name}.{action}",
                 kind.target(row),
                 company=row.company,
                 before=before,
                 after=kind.as_dict(row),
-                at=now,
             )
         )
     try:
         session.flush()
     except IntegrityError as exc:
         raise Conflict(kind.conflict_message) from exc
-    history.close_intervals(session, kind.name, moved_from, now)
-    history.open_intervals(session, kind.name, moved_to, now)
-    if moved_from:
-        rollups.record_changes(
-            session,
-            kind.name,
-            now,
-            ends=[c for c, _ in moved_from],
-            starts=[c for c, _ in moved_to],
-        )
-    audit.record(session, entries)
-    return changed
+    return changes.Change(starts=moved_to, ends=moved_from, audit=entries)
 
 
 def update(principal: Principal, kind: Kind, scope: Any, values: Any) -> int:
@@ -353,29 +350,29 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
         ).all()
         if not rows:
             return 0
-        rollups.lock_companies(session, (r.company for r in rows))
-        now = write_clock(session)
-        ids = [r.id for r in rows]
-        for i in range(0, len(ids), history.CHUNK):
-            session.execute(
-                delete(kind.model)
-                .where(kind.model.id.in_(ids[i : i + history.CHUNK]))
-                .execution_options(synchronize_session=False)
-            )
-        history.close_intervals(session, kind.name, [kind.member(r) for r in rows], now)
-        rollups.record_changes(session, kind.name, now, ends=[r.company for r in rows])
-        audit.record(
+        changes.write(
             session,
-            [
-                audit.entry(
-                    principal,
-                    f"{kind.name}.delete",
-                    kind.target(r),
-                    company=r.company,
-                    before=kind.as_dict(r),
-                    at=now,
-                )
-                for r in rows
-            ],
+            principal,
+            kind.name,
+            changes.Lock(companies=[r.company for r in rows]),
+            lambda _now: _deleted(session, kind, rows),
         )
         return len(rows)
+
+
+def _deleted(session: Session, kind: Kind, rows: Sequence[Any]) -> changes.Change:
+    for chunk in history.chunks([r.id for r in rows]):
+        session.execute(
+            delete(kind.model)
+            .where(kind.model.id.in_(chunk))
+            .execution_options(synchronize_session=False)
+        )
+    return changes.Change(
+        ends=[kind.member(r) for r in rows],
+        audit=[
+            changes.AuditData(
+                f"{kind.name}.delete", kind.target(r), company=r.company, before=kind.as_dict(r)
+            )
+            for r in rows
+        ],
+    )

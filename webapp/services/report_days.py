@@ -8,9 +8,9 @@ ignored. So the peak found here is the report's value for that day.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from flask import current_app
 from sqlalchemy import and_, or_, select
@@ -19,12 +19,10 @@ from ..access import Principal
 from ..extensions import db
 from ..models import Company, HistoryInterval
 from . import companies as company_service
-from . import periods
+from . import periods, rollups
 from .errors import Invalid, NotFound
-from .fields import check_format
-from .reports import KINDS, MIN_YEAR
-
-ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+from .fields import ISO_DATE, check_format
+from .reports import ANSWER_KEYS, MIN_YEAR
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def day_detail(
       that number was active (None when the peak is 0).
     """
     principal.require_report()
-    if kind not in KINDS:
+    if kind not in ANSWER_KEYS:
         raise ValueError(f"unknown report kind {kind!r}")
     if (why := check_format("company", company)) is not None:
         raise Invalid(f"The company identifier {why}.", {"company": why})
@@ -105,7 +103,7 @@ def day_detail(
         (key, max(s, start), end if e is None else min(e, end), s < start, e is None or e > end)
         for key, s, e in db.session.execute(query)
     ]
-    peak, peak_at = _peak(clipped, end)
+    peak, peak_at = _peak(clipped, end, tz)
 
     def local(moment: datetime) -> datetime:
         return moment.replace(tzinfo=UTC).astimezone(tz)
@@ -154,21 +152,16 @@ def _parse_day(value: object) -> date:
 
 
 def _peak(
-    clipped: list[tuple[str, datetime, datetime, bool, bool]], day_end: datetime
+    clipped: list[tuple[str, datetime, datetime, bool, bool]], day_end: datetime, tz: ZoneInfo
 ) -> tuple[int, datetime | None]:
-    """Sweep the clipped intervals: at each instant every end is applied before any start
-    (half-open), and the level after all of an instant's events is the number active from it."""
+    """The day's peak and the first instant it was reached, by rollups.sweep (the definition
+    the report's numbers follow) over the clipped intervals' starts and the ends inside the
+    day: every event falls within the one day, so it yields that day at most."""
     events = sorted(
-        [(s, 1) for _, s, _, _, _ in clipped]
-        + [(e, -1) for _, _, e, _, _ in clipped if e < day_end]
+        [(s, 1, True) for _, s, _, _, _ in clipped]
+        + [(e, -1, True) for _, _, e, _, _ in clipped if e < day_end]
     )
-    level, peak, peak_at = 0, 0, None
-    i = 0
-    while i < len(events):
-        moment = events[i][0]
-        while i < len(events) and events[i][0] == moment:
-            level += events[i][1]
-            i += 1
-        if level > peak:
-            peak, peak_at = level, moment
-    return peak, peak_at
+    found = next(rollups.sweep(events, tz), None)
+    if found is None or found.peak == 0:
+        return 0, None
+    return found.peak, found.peak_at

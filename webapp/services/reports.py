@@ -5,8 +5,9 @@ One aggregate query per report. Each interval touching the period becomes a +1 e
 start (clamped to the period start) and a -1 event at its end; a running sum per company,
 ordered by time with ends before starts at the same instant (intervals are half-open), is the
 number active right after each event. A 0 event at each day's start carries the level into days
-without events. A day's peak is the largest running level among the events inside the day.
-The cost grows with the intervals touching the period plus companies x days.
+without events. A day's peak is the largest running level among the events inside the day:
+rollups.sweep is the definition, this query its SQL equivalent for the report's fallback. The
+cost grows with the intervals touching the period plus companies x days.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from . import periods, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
 
-KINDS = {
+ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
     "user": ("billableUserDaysPerDay", "billableUserDaysForMonth"),
 }
@@ -93,7 +94,7 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     everyone = principal.report_scope() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
     peaks = _peak_lists(kind, period, wanted) if companies else {}
-    per_day_key, month_key = KINDS[kind]
+    per_day_key, month_key = ANSWER_KEYS[kind]
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
     values = {}
@@ -128,14 +129,6 @@ def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[t
     return [(row.id, row.name) for row in db.session.execute(query)]
 
 
-def daily_peaks(
-    kind: str, period: periods.Period, companies: list[str] | None
-) -> dict[tuple[str, int], int]:
-    """{(company, day index): peak} for the days with a non-zero peak; `companies` None means
-    every company. The same numbers as the report."""
-    return rollups.nonzero_days(_peak_lists(kind, period, companies))
-
-
 def _peak_lists(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[str, list[int]]:
@@ -162,13 +155,15 @@ def _peak_lists(
 def scratch_peaks(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[tuple[str, int], int]:
-    """daily_peaks computed from the history intervals alone, in one query."""
+    """{(company, day index): peak} for the days with a non-zero peak, computed from the
+    history intervals alone in one query (the fallback while the rollup is not built)."""
     query = peaks_query(kind, period, companies)
     return {(company, day): int(peak) for company, day, peak in db.session.execute(query) if peak}
 
 
 def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) -> Select:
-    """The aggregate behind daily_peaks (exposed for EXPLAIN in bench/).
+    """The aggregate behind scratch_peaks (exposed for EXPLAIN in bench/): rollups.sweep, the
+    definition of a day's peak, in SQL.
 
     One sort and one window pass: the running sum is the level after each event, and the
     running maximum of the day marks' indexes tells which day each event falls in. At one

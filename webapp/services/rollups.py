@@ -6,17 +6,20 @@ day's peak, the level at its end and the instant of its last event. A day withou
 quiet: its level all day, and so its peak, is the level at the end of the company's latest
 earlier row. The rows are a pure function of the history, kept exact three ways:
 
-- Live writes call `record_changes` in their own transaction, after their history rows are
-  written. Every writer holds its companies' locks (`lock_companies`) from before it reads the
-  clock until it commits, so one company's changes reach the rollup in timestamp order and a
-  change extends the day's row by simple arithmetic. A change that is not later than the
-  company's last recorded event (a clock step back, two changes in one microsecond) rebuilds
-  that company from the change's day instead, so the rows stay exact.
-- A history import calls `rebuild` for the companies and days it touched.
+- Live writes call `record_changes` in their own transaction, after their history rows are written
+  (both through the one change path, services/changes.py). Every writer holds its companies' locks
+  (`lock_companies`) from before it reads the clock until it commits, so one company's changes reach
+  the rollup in timestamp order and a change extends the day's row by simple arithmetic. A change
+  that is not later than the company's last recorded event (a clock step back, two changes in one
+  microsecond) rebuilds that company from the change's day instead, so the rows stay exact.
+- A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
-tests/test_rollups.py holds every path to the from-scratch computation on random histories.
+`sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
+(report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
+fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
+path to the from-scratch computation on random histories.
 """
 
 from __future__ import annotations
@@ -28,16 +31,15 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from flask import current_app
-from sqlalchemy import and_, delete, insert, or_, select, text, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..models import Company, DailyPeak, HistoryInterval, RollupState
-from . import audit, periods
+from . import audit, history, periods
 
 KINDS = ("ddi", "user")
-CHUNK = 400
 
 
 def lock_companies(session: Session, companies: Iterable[str]) -> None:
@@ -50,11 +52,10 @@ def lock_companies(session: Session, companies: Iterable[str]) -> None:
     """
     if session.get_bind().dialect.name != "postgresql":
         return
-    wanted = sorted(set(companies))
-    for i in range(0, len(wanted), CHUNK):
+    for chunk in history.chunks(sorted(set(companies))):
         session.execute(
             select(Company.id)
-            .where(Company.id.in_(wanted[i : i + CHUNK]))
+            .where(Company.id.in_(chunk))
             .order_by(Company.id)
             .with_for_update(key_share=True)
         ).all()
@@ -74,11 +75,13 @@ def record_changes(
 ) -> None:
     """Add one instant's interval ends and starts (one company per item) to the rollup.
 
-    Guarantees: afterwards the rows of every company named equal what `rebuild` would compute
-    from the history, provided the caller wrote these intervals first and holds
-    `lock_companies` for them. Does nothing while the rollup is not built. Reading the state
-    after the history write matters on PostgreSQL: a rebuild running meanwhile holds the
-    history table, so either it sees this change or this reads its finished state.
+    The fast path: arithmetic on the company's latest row that gives what `sweep`, the definition,
+    would give for the history with these events added. Guarantees: afterwards the rows of every
+    company named equal what `rebuild` would compute from the history, provided the caller wrote
+    these intervals first and holds `lock_companies` for them. Does nothing while the rollup is not
+    built. Reading the state after the history write matters on PostgreSQL: a rebuild running
+    meanwhile holds the history table, so either it sees this change or this reads its finished
+    state.
     """
     zone_name = built_zone(session, kind)
     if zone_name is None:
@@ -119,18 +122,26 @@ def record_changes(
 
 
 @dataclass
-class _Day:
+class DayPeak:
+    """One local day with events, as `sweep` finds it."""
+
     day: date
     peak: int
-    level: int
-    last_at: datetime
+    level: int  # after the day's last event
+    last_at: datetime  # the day's last event
+    peak_at: datetime  # the first instant at which `peak` was active (the day's start if it
+    # was active from the day's first instant on)
+
+    def reach(self, level: int, at: datetime) -> None:
+        if level > self.peak:
+            self.peak, self.peak_at = level, at
 
 
 class _Days:
     """Local dates of naive UTC instants, remembering the last day's bounds: a company's events
     come in time order, so most lookups need no time-zone conversion."""
 
-    def __init__(self, tz: ZoneInfo):
+    def __init__(self, tz: ZoneInfo) -> None:
         self.tz = tz
         self.start = self.end = datetime.max
         self.day = date.min
@@ -145,13 +156,19 @@ class _Days:
 
 def sweep(
     events: list[tuple[datetime, int, bool]], tz: ZoneInfo, days: _Days | None = None
-) -> Iterator[_Day]:
-    """The rows for one company's events (instant, +1/-1, real), sorted by instant with ends
-    first. Unreal events are the clamped starts of intervals open at a rebuild's first instant:
-    they set the level carried into it without making that day a day with events."""
+) -> Iterator[DayPeak]:
+    """The definition of a day's peak: the largest number of records active at one instant
+    of the local day in `tz`, found by sweeping one company's events.
+
+    `events` are (naive UTC instant, +1 start / -1 end, real), sorted by instant with ends
+    first (intervals are half-open). The level after all of an instant's events is the number
+    active from that instant on; the level before a day's first event held from its midnight.
+    Yields one DayPeak per local day with a real event, in order. Unreal events are the clamped
+    starts of intervals open at a rebuild's first instant: they set the level carried into it
+    without making that day a day with events."""
     days = days or _Days(tz)
     level = 0
-    current: _Day | None = None
+    current: DayPeak | None = None
     i, n = 0, len(events)
     while i < n:
         at = events[i][0]
@@ -168,8 +185,11 @@ def sweep(
             if current is not None:
                 yield current
             # The level before this instant held from midnight on, unless this is midnight.
-            current = _Day(day, before if at > day_start else level, level, at)
-        current.peak = max(current.peak, level)
+            if at > day_start:
+                current = DayPeak(day, before, level, at, day_start)
+            else:
+                current = DayPeak(day, level, level, at, at)
+        current.reach(level, at)
         current.level = level
         current.last_at = at
     if current is not None:
@@ -196,7 +216,7 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
     else:
         groups = _partial_groups(session, kind, starts, tz, real)
     days = _Days(tz)
-    out: list[tuple] = []
+    out: list[tuple[str, date, int, int, datetime]] = []
     for company, events in groups:
         events.sort(key=lambda e: (e[0], e[1]))
         out += [(company, r.day, r.peak, r.level, r.last_at) for r in sweep(events, tz, days)]
@@ -217,6 +237,17 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
             state.timezone, state.built_at = tz.key, utcnow()
         session.flush()
     return len(out)
+
+
+def rebuild_from(session: Session, kind: str, first: dict[str, datetime]) -> None:
+    """Recompute kind's rows of each company in `first` from the local day of its instant on
+    (the history before it is unchanged), in the zone the rollup is kept in; nothing while the
+    rollup is not built."""
+    zone_name = built_zone(session, kind)
+    if zone_name is None or not first:
+        return
+    tz = periods.zone(zone_name)
+    rebuild(session, kind, {c: periods.today_in(tz, at) for c, at in first.items()}, tz)
 
 
 def _partial_groups(session: Session, kind: str, starts: dict[str, date], tz: ZoneInfo, real):
@@ -263,8 +294,7 @@ def rebuild_all(session: Session, tz: ZoneInfo) -> dict[str, int]:
     On PostgreSQL live writers wait for it (they need the history table), so no change made
     meanwhile is missed."""
     session.flush()
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
+    history.lock_table(session)
     return {kind: rebuild(session, kind, None, tz) for kind in KINDS}
 
 
@@ -287,24 +317,6 @@ def build(principal: Principal) -> dict[str, int]:
             ],
         )
     return counts
-
-
-def peaks(
-    session: Session, kind: str, period: periods.Period, companies: list[str] | None
-) -> dict[tuple[str, int], int]:
-    """{(company, day index): peak} from the rollup, for the days with a non-zero peak; the
-    same numbers as reports.scratch_peaks. `companies` None means every company."""
-    return nonzero_days(peak_lists(session, kind, period, companies))
-
-
-def nonzero_days(lists: dict[str, list[int]]) -> dict[tuple[str, int], int]:
-    """{company: [each day's peak]} as {(company, day index): peak}, zero days left out."""
-    return {
-        (company, i): peak
-        for company, values in lists.items()
-        for i, peak in enumerate(values)
-        if peak
-    }
 
 
 def peak_lists(

@@ -164,7 +164,7 @@ def _day_url(kind: str, company: str, day: date) -> str:
 
 def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
     """One row per company: its identifier, name, [(date, peak, drill-down URL)] and totals."""
-    per_day_key, month_key = reports.KINDS[kind]
+    per_day_key, month_key = reports.ANSWER_KEYS[kind]
     rows = []
     for company_id, entry in result.values.items():
         cells = [
@@ -235,7 +235,7 @@ def _csv(kind: str):
         result = _resolve(kind)
     except Invalid as exc:
         return error_page(400, _message(exc))
-    per_day_key, month_key = reports.KINDS[kind]
+    per_day_key, month_key = reports.ANSWER_KEYS[kind]
     out = io.StringIO()
     writer = csv.writer(out)
     dates = [d.day.isoformat() for d in result.period.days]

@@ -1,0 +1,146 @@
+"""The change path: the one place where a change to DDIs or phone users reaches the history, the
+daily rollup and the audit log.
+
+Create, update, link and delete (records.py) and the history import (history_import.py) all
+call `write`; nothing else writes history intervals or daily peaks (the full rollup rebuild,
+rollups.build, recomputes them from the history). tests/test_changes.py checks that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ..access import Principal
+from ..database import write_clock
+from . import audit, history, rollups
+from .history import ClosedInterval
+
+Member = tuple[str, str]  # (company, key): one record as the history names it
+
+
+@dataclass(frozen=True, slots=True)
+class AuditData:
+    """One audit entry without its instant and actor, which the change path adds."""
+
+    action: str
+    target: str
+    company: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Lock:
+    """What a change locks before it reads the clock (PostgreSQL; SQLite writers are serial).
+
+    `companies`: the companies whose rollup rows the change moves (rollups.lock_companies).
+    `history`: the whole history table instead, for a change that must first check the
+    recorded history (an import's overlap check): live writers wait for it to commit."""
+
+    companies: Iterable[str] = ()
+    history: bool = False
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a change does to the history at its instant, as its caller's step reports it.
+
+    `starts` become active and `ends` inactive at the change's instant (records of `kind`);
+    `closed` are past intervals recorded as they were (an import; each names its kind).
+    """
+
+    starts: Sequence[Member] = ()
+    ends: Sequence[Member] = ()
+    closed: Sequence[ClosedInterval] = ()
+    audit: Sequence[AuditData] = ()
+
+
+def write(
+    session: Session,
+    principal: Principal,
+    kind: str | None,
+    lock: Lock,
+    step: Callable[[datetime], Change],
+) -> Change:
+    """Carry out one change in the caller's write transaction; return what `step` reported.
+
+    `kind` ('ddi' or 'user') is the kind of the records that start and end; None for an
+    import, whose closed intervals each name their own. The steps, always in this order:
+
+    1. Lock: `lock.companies` in identifier order, or the whole history table. Before the
+       clock, so a writer that waited for another one is stamped after it, and one company's
+       changes reach the rollup in timestamp order (the rollup's arithmetic relies on it). The
+       table lock makes every live writer wait (they all write the table), so it covers the
+       companies an import rebuilds too.
+    2. Clock: the change's instant `now` (database.write_clock), read once.
+    3. The caller's `step(now)`: its own table rows (update, delete; a create inserts before
+       calling, so it is stamped after a racing delete of the same key that it waited for),
+       and any check that must see the locked history; it reports the Change. Raising here
+       writes nothing (the transaction rolls back).
+    4. Intervals: ends closed, then starts opened, at `now` (half-open: a move never counts
+       twice); `closed` intervals added as imported.
+    5. Rollup: the daily peaks of the companies changed, after the intervals they are
+       computed from (rollups.record_changes, or for imports rollups.rebuild_from from each
+       company's earliest new start). No query when nothing started or ended.
+    6. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
+       transaction, so it commits or rolls back with the change.
+
+    A new step (say, change events) goes between 5 and 6, with the same `now` and Change.
+    """
+    # 1. Lock
+    if lock.history:
+        history.lock_table(session)
+    rollups.lock_companies(session, lock.companies)
+    # 2. Clock
+    now = write_clock(session)
+    # 3. The caller's own rows and checks
+    change = step(now)
+    # 4. Intervals
+    if kind is not None:
+        history.close_intervals(session, kind, change.ends, now)
+        history.open_intervals(session, kind, change.starts, now)
+    history.add_closed(session, change.closed)
+    # 5. Rollup
+    if kind is not None and (change.starts or change.ends):
+        rollups.record_changes(
+            session,
+            kind,
+            now,
+            ends=[c for c, _ in change.ends],
+            starts=[c for c, _ in change.starts],
+        )
+    if change.closed:
+        _rebuild_imported(session, change.closed)
+    # 6. Audit
+    audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
+    return change
+
+
+def audit_entry(principal: Principal, data: AuditData, at: datetime) -> dict[str, Any]:
+    return audit.entry(
+        principal,
+        data.action,
+        data.target,
+        company=data.company,
+        before=data.before,
+        after=data.after,
+        detail=data.detail,
+        at=at,
+    )
+
+
+def _rebuild_imported(session: Session, closed: Sequence[ClosedInterval]) -> None:
+    """Recompute the daily rollup of each company the new intervals touch, from the day of its
+    earliest new start on (the history before it is unchanged)."""
+    for kind in rollups.KINDS:
+        first: dict[str, datetime] = {}
+        for r in closed:
+            if r.kind == kind and (r.company not in first or r.start < first[r.company]):
+                first[r.company] = r.start
+        rollups.rebuild_from(session, kind, first)
