@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from flask import current_app
 from sqlalchemy import insert, select
@@ -29,7 +30,7 @@ COMPANIES = [
     ("umbrella", "Umbrella Health", 35),
     ("hooli", "Hooli", 25),
 ]
-ACCOUNTS = [
+ACCOUNTS: list[tuple[str, str, dict[str, Any]]] = [
     ("admin", "System-Admin", {"system_admin": True}),
     ("acme-admin", "Company-Admin of acme", {"admin_of": ["acme"]}),
     ("globex-admin", "Company-Admin of globex, initech", {"admin_of": ["globex", "initech"]}),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask_login import UserMixin
 from sqlalchemy import (
@@ -25,10 +25,17 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .database import utcnow
 from .extensions import db
 
+if TYPE_CHECKING:
+    # Flask-SQLAlchemy builds db.Model from Base at run time, out of the type checker's sight:
+    # to it the models are plain declarative classes of Base, which is what they are.
+    from .extensions import Base as Model
+else:
+    Model = db.Model
+
 COMPANY_ID = String(64)
 
 
-class Company(db.Model):
+class Company(Model):
     __tablename__ = "companies"
 
     id: Mapped[str] = mapped_column(COMPANY_ID, primary_key=True)
@@ -51,7 +58,7 @@ account_reporting_companies = Table(
 )
 
 
-class Account(UserMixin, db.Model):
+class Account(UserMixin, Model):
     """A sign-in account of this application (not a phone user) and its grants."""
 
     __tablename__ = "accounts"
@@ -82,7 +89,7 @@ class Account(UserMixin, db.Model):
         return f"{self.id}:{self.session_epoch}"
 
 
-class ApiToken(db.Model):
+class ApiToken(Model):
     """An API token; only its SHA-256 is stored (tokens are random, so a slow hash adds nothing)."""
 
     __tablename__ = "api_tokens"
@@ -99,7 +106,7 @@ class ApiToken(db.Model):
     account: Mapped[Account] = relationship(back_populates="tokens")
 
 
-class Ddi(db.Model):
+class Ddi(Model):
     __tablename__ = "ddis"
     __table_args__ = (
         UniqueConstraint("dialcode", "number", name="uq_ddis_dialcode_number"),
@@ -118,7 +125,7 @@ class Ddi(db.Model):
     company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
 
 
-class PhoneUser(db.Model):
+class PhoneUser(Model):
     """A company's telephony user, billed per day; not a sign-in account."""
 
     __tablename__ = "phone_users"
@@ -134,7 +141,7 @@ class PhoneUser(db.Model):
     virt_exten: Mapped[str] = mapped_column(String(10))
 
 
-class HistoryInterval(db.Model):
+class HistoryInterval(Model):
     """A record's membership of a company over [start_at, end_at); end_at is NULL while active.
 
     kind is 'ddi' (key 'dialcode:number') or 'user' (key username, unique within company).
@@ -160,7 +167,7 @@ class HistoryInterval(db.Model):
     source: Mapped[str] = mapped_column(String(16), default="live")  # live | import | demo
 
 
-class DailyPeak(db.Model):
+class DailyPeak(Model):
     """The report's answer for one (kind, company, local day) on which the history has events.
 
     `peak` is the most records active at once that day, `level` how many are active at its end,
@@ -184,7 +191,7 @@ class DailyPeak(db.Model):
     last_at: Mapped[datetime] = mapped_column(DateTime)
 
 
-class RollupState(db.Model):
+class RollupState(Model):
     """One row per kind once its daily_peaks are complete, naming the time zone of their days.
 
     No row: the rollup was never built (reports compute from the history, writers skip it).
@@ -197,7 +204,7 @@ class RollupState(db.Model):
     built_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class AuditEntry(db.Model):
+class AuditEntry(Model):
     """Who did what, when, with the record before and after; written with the change itself."""
 
     __tablename__ = "audit_log"
@@ -213,3 +220,8 @@ class AuditEntry(db.Model):
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     detail: Mapped[str | None] = mapped_column(Text)
+
+
+# The two kinds of record the record services serve (services/records.py, Kind.model).
+Record = Ddi | PhoneUser
+RecordModel = type[Ddi] | type[PhoneUser]

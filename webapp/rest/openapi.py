@@ -145,7 +145,7 @@ def document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for op in ("create", "read", "update", "link", "delete"):
         types = ["ddi"] if op == "link" else list(kinds)
-        body = {"oneOf": [_request(op, kinds[t]) for t in types]}
+        body: dict[str, Any] = {"oneOf": [_request(op, kinds[t]) for t in types]}
         if op == "read":
             row = {
                 "oneOf": [
