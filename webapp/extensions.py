@@ -1,6 +1,7 @@
 """Flask extensions, created unbound here and bound to an app in `create_app`."""
 
 import time
+from typing import TYPE_CHECKING, ClassVar
 
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
@@ -9,7 +10,7 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 from limits.storage import MemoryStorage
-from sqlalchemy import MetaData
+from sqlalchemy import MetaData, Table
 from sqlalchemy.orm import DeclarativeBase
 
 # Named constraints keep Alembic migrations portable between SQLite and PostgreSQL.
@@ -24,6 +25,11 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+    if TYPE_CHECKING:
+        # Every model here is mapped to a Table (no mapping to a join or select), so its
+        # __table__ offers insert() for the Core inserts of the write path.
+        __table__: ClassVar[Table]
 
 
 db = SQLAlchemy(model_class=Base)

@@ -32,6 +32,8 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.sql import Select
+from sqlalchemy.sql.elements import Over
+from sqlalchemy.sql.functions import FunctionElement
 
 from ..access import Principal
 from ..extensions import db
@@ -135,9 +137,9 @@ def _peak_lists(
     """{company: [each day's peak]}: read from the daily rollup when it is built in
     REPORT_TIMEZONE, else computed from the history (the same numbers either way;
     tests/test_rollups.py). Companies without a row may be missing: all zeros."""
-    zone_name = rollups.built_zone(db.session, kind)
+    zone_name = rollups.built_zone(db.session(), kind)
     if zone_name == current_app.config["REPORT_TIMEZONE"]:
-        return rollups.peak_lists(db.session, kind, period, companies)
+        return rollups.peak_lists(db.session(), kind, period, companies)
     if zone_name is not None:
         current_app.logger.warning(
             "The %s rollup is kept in %s, not REPORT_TIMEZONE %s: computing from the history. "
@@ -206,15 +208,16 @@ def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) 
         active_companies.c.company, days.c.ds, literal(0, Integer), days.c.day
     ).select_from(active_companies.join(days, literal(True)))
     events = union_all(starts, ends, day_marks).subquery("events")
-    window = {
-        "partition_by": events.c.company,
-        "order_by": (events.c.t, events.c.d),
-        "rows": (None, 0),
-    }
+
+    def running_total(aggregate: FunctionElement[Any]) -> Over[Any]:
+        return aggregate.over(
+            partition_by=events.c.company, order_by=(events.c.t, events.c.d), rows=(None, 0)
+        )
+
     running = select(
         events.c.company,
-        func.sum(events.c.d).over(**window).label("level"),
-        func.max(events.c.day).over(**window).label("day"),
+        running_total(func.sum(events.c.d)).label("level"),
+        running_total(func.max(events.c.day)).label("day"),
     ).subquery("running")
     return select(running.c.company, running.c.day, func.max(running.c.level)).group_by(
         running.c.company, running.c.day

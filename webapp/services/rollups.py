@@ -272,7 +272,8 @@ def _partial_groups(session: Session, kind: str, starts: dict[str, date], tz: Zo
 
 def _by_company(result, origin: datetime | None):
     """Group (company, start, end) rows, in company order, into per-company event lists."""
-    company, events = None, []
+    company: str | None = None
+    events: list[tuple[datetime, int, bool]] = []
     for c, start, end in result:
         if c != company:
             if company is not None:

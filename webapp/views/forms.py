@@ -30,7 +30,7 @@ class ConfirmForm(FlaskForm):
 
 def apply_field_errors(form: Form, exc: ServiceError) -> None:
     """Show a service's field messages beside the form's fields (the rest above the form)."""
-    form.form_errors = []  # type: ignore[attr-defined]
+    form.form_errors = []
     for name, why in exc.fields.items():
         field = getattr(form, name.rsplit(".", 1)[-1], None)
         if field is not None and hasattr(field, "errors"):

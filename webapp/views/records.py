@@ -85,7 +85,7 @@ def _company_choices(p: Principal) -> list[tuple[str, str]]:
 def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
     form = RecordForm()
     form.company.choices = _company_choices(p)
-    form.visible_fields = fields  # type: ignore[attr-defined]
+    form.visible_fields = fields
     return form
 
 

@@ -110,7 +110,7 @@ def _page(kind: str):
     context = _picker_context(
         kind, choices, result.today, period.year, period.month, result.selected
     )
-    args = {"company": result.selected} if result.selected else {}
+    args: dict[str, Any] = {"company": result.selected} if result.selected else {}
     earlier = _month_shift(period.year, period.month, -1)
     later = _month_shift(period.year, period.month, 1)
     if earlier[0] >= reports.MIN_YEAR:
@@ -252,7 +252,6 @@ def _csv(kind: str):
         )
     response = make_response(out.getvalue())
     response.mimetype = "text/csv"
-    response.charset = "utf-8"
     stem = FILE_STEMS[kind]
     name = f"{stem}-{result.period.year:04d}-{result.period.month:02d}.csv"
     response.headers["Content-Disposition"] = f"attachment; filename={name}"
