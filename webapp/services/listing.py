@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, func, select, tuple_
+from sqlalchemy import ColumnElement, Select, func, select, tuple_
 
 from ..access import Principal
 from ..extensions import db
@@ -105,12 +105,7 @@ def page(
     `count`, `total` and `start` are filled; without it (CSV export) both are left out.
     """
     selection = record_query.select_rows(principal, kind, filters, prefix=True)
-    if sort is not None and sort not in kind.fields:
-        raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
-    if not 1 <= per_page <= MAX_PER_PAGE:
-        raise Invalid(f"'per_page' must be 1 to {MAX_PER_PAGE}.", {"per_page": "out of range"})
-    if number is not None and not 1 <= number <= MAX_PAGE_NUMBER:
-        raise Invalid(f"'page' must be 1 to {MAX_PAGE_NUMBER}.", {"page": "out of range"})
+    _check(kind, sort, per_page, number)
     after = None if after is None else parse_cursor(kind, sort, after, "after")
     before = None if before is None else parse_cursor(kind, sort, before, "before")
     view = _View(selection, sort, descending, per_page, count)
@@ -121,6 +116,15 @@ def page(
     if last:
         return _last(view)
     return _from_offset(view, (number - 1) * per_page if number else 0)
+
+
+def _check(kind: Kind, sort: str | None, per_page: int, number: int | None) -> None:
+    if sort is not None and sort not in kind.fields:
+        raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
+    if not 1 <= per_page <= MAX_PER_PAGE:
+        raise Invalid(f"'per_page' must be 1 to {MAX_PER_PAGE}.", {"per_page": "out of range"})
+    if number is not None and not 1 <= number <= MAX_PAGE_NUMBER:
+        raise Invalid(f"'page' must be 1 to {MAX_PAGE_NUMBER}.", {"page": "out of range"})
 
 
 # One function per position. Each reads one row more than the page in its direction, so that
@@ -196,7 +200,7 @@ class _View:
         self.descending = descending
         self.per_page = per_page
         self.counted = counted
-        self.postgresql = record_query.on_postgresql(self.session)
+        self.postgresql = record_query.on_postgresql()
         # A fixed company (see record_query) drops out of the order (a constant), so the order
         # is a range of a (company, order fields) index.
         self.company = selection.company
@@ -237,20 +241,19 @@ class _View:
         starts with the company, (company, order fields) > (X, …), which only the company's
         index can use: its range of the company is read up to the cursor (the same order of
         work as counting the rows before it, which the page does anyway)."""
-        model = self.kind.model
         where = list(self.selection.where)
         if cursor is None:
             return where
         columns, values = list(self.columns), [cursor[i] for i in self.active]
         if lead and self.postgresql and self.company is not None:
-            columns.insert(0, model.company)
+            columns.insert(0, record_query.table(self.kind).c.company)
             values.insert(0, self.company)
         key = tuple_(*columns) if len(columns) > 1 else columns[0]
         value = tuple_(*values) if len(values) > 1 else values[0]
         where.append(key > value if later != self.descending else key < value)
         return where
 
-    def _order(self, reverse: bool):
+    def _order(self, reverse: bool) -> list[ColumnElement[Any]]:
         down = self.descending != reverse
         return [c.desc() if down else c.asc() for c in self.columns]
 
@@ -267,7 +270,9 @@ class _View:
         cursor, before a cursor (the `limit` nearest it), or the last `limit` rows."""
         reverse = before is not None or from_end
         where = self._where(after or before, later=after is not None)
-        query = select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
+        query: Select[Any] = (
+            select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
+        )
         if offset:
             query = query.offset(offset)
         rows = list(self.session.scalars(query, self.selection.params))

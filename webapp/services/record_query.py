@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Integer, Select, bindparam, false, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Integer, Select, Table, bindparam, false, func, select
 
 from ..access import Principal
 from ..extensions import db
@@ -83,13 +82,17 @@ class Selection:
         return _conditions(self.shape)
 
 
-def on_postgresql(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
+def on_postgresql() -> bool:
+    return db.session.get_bind().dialect.name == "postgresql"
+
+
+def table(kind: Kind) -> Table:
+    return kind.model.__table__  # type: ignore[attr-defined, no-any-return]  # a mapped class
 
 
 def exact(kind: Kind, values: Mapping[str, Any]) -> list[ColumnElement[bool]]:
     """Each field equal to its value (a value or a bound parameter)."""
-    columns = kind.model.__table__.c
+    columns = table(kind).c
     return [columns[f] == v for f, v in values.items()]
 
 
@@ -157,7 +160,7 @@ def _prefix_params(values: dict[str, str], params: dict[str, Any]) -> tuple[str,
     range. The range is the same rows as the LIKE, which an index can seek (SQLite's LIKE is
     case-insensitive and cannot; PostgreSQL's only with a C collation): exact for digits on
     any collation, and for every value under SQLite's binary one."""
-    postgresql = bool(values) and on_postgresql(db.session)
+    postgresql = bool(values) and on_postgresql()
     ranged = []
     for f in sorted(values):
         value = values[f]
@@ -172,7 +175,7 @@ def _prefix_params(values: dict[str, str], params: dict[str, Any]) -> tuple[str,
 @lru_cache(maxsize=512)
 def _conditions(shape: Shape) -> tuple[ColumnElement[bool], ...]:
     """The shape's conditions, values left as bound parameters (see Shape)."""
-    columns = shape.kind.model.__table__.c
+    columns = table(shape.kind).c
     where: list[ColumnElement[bool]] = []
     for f in shape.prefix:
         where.append(columns[f].startswith(bindparam(f"prefix_{f}"), escape=ESCAPE))
@@ -202,13 +205,13 @@ def _read_statements(shape: Shape) -> tuple[Select[Any], Select[Any]]:
     count(*) OVER () would read every match in full first. Plain columns, not ORM objects:
     the answer is dicts and nothing is changed."""
     kind = shape.kind
-    table = kind.model.__table__
+    columns = table(kind).c
     where = _conditions(shape)
-    count = select(func.count()).select_from(table).where(*where)
+    count = select(func.count()).select_from(table(kind)).where(*where)
     page = (
-        select(*(table.c[f] for f in kind.fields), count.correlate(None).scalar_subquery())
+        select(*(columns[f] for f in kind.fields), count.correlate(None).scalar_subquery())
         .where(*where)
-        .order_by(*(table.c[f] for f in kind.order))
+        .order_by(*(columns[f] for f in kind.order))
         .limit(bindparam("limit", type_=Integer))
         .offset(bindparam("offset", type_=Integer))
     )
@@ -248,8 +251,8 @@ def read(
 
 @lru_cache(maxsize=64)
 def _get_statement(shape: Shape) -> Select[Any]:
-    table = shape.kind.model.__table__
-    return select(*(table.c[f] for f in shape.kind.fields)).where(*_conditions(shape)).limit(1)
+    columns = table(shape.kind).c
+    return select(*(columns[f] for f in shape.kind.fields)).where(*_conditions(shape)).limit(1)
 
 
 def get(principal: Principal, kind: Kind, key: Any) -> dict[str, str]:
