@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import jsonify
 
-from ..services import ddis, records
+from ..services import ddis, record_query, records
 from ..services.errors import ERROR_CODES
 from ..services.fields import FORMATS, Part
 from ..services.reports import ANSWER_KEYS as REPORT_TOTALS
@@ -67,12 +67,12 @@ def _request(op: str, kind: records.Kind) -> dict[str, Any]:
             {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": records.MAX_LIMIT,
-                "default": records.DEFAULT_LIMIT,
+                "maximum": record_query.MAX_LIMIT,
+                "default": record_query.DEFAULT_LIMIT,
             }
         )
         properties["offset"] = _or_null(
-            {"type": "integer", "minimum": 0, "maximum": records.MAX_OFFSET, "default": 0}
+            {"type": "integer", "minimum": 0, "maximum": record_query.MAX_OFFSET, "default": 0}
         )
     elif op == "update":
         properties["scope"] = _object(kind.scoped_write_part)

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from ..access import Principal
 from ..database import write_transaction
 from ..models import Ddi
-from . import records
+from . import record_query, records
 from .errors import NotFound
 from .fields import Part, parse_part
 
@@ -36,8 +36,8 @@ def create(principal: Principal, values: Any) -> int:
 
 
 def read(principal: Principal, scope: Any, limit: Any = None, offset: Any = None):
-    """See records.read."""
-    return records.read(principal, KIND, scope, limit, offset)
+    """See record_query.read."""
+    return record_query.read(principal, KIND, scope, limit, offset)
 
 
 def update(principal: Principal, scope: Any, values: Any) -> int:

@@ -11,29 +11,31 @@ all descending. A page is found from a position in that order, never by counting
 A cursor is the order fields' values of one row (`order_fields`), so a page is one index range
 scan whatever its depth, given an index on (company, order fields) for the company-scoped view
 (migration 0004). Rows added or deleted between two requests never make paging skip or repeat a
-row. Authorization is the same as `records.read`: a Company-Admin's rows are restricted
-silently to its companies.
+row. The rows are a record_query selection, as for the API's read: a Company-Admin's are
+restricted silently to its companies, a fixed company drops out of the order.
+
+A page is one function per position (_from_offset, _after, _before, _last) over a `_View`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, false, func, select, tuple_
+from sqlalchemy import ColumnElement, Select, func, select, tuple_
 
 from ..access import Principal
 from ..extensions import db
+from . import record_query
 from .errors import Invalid
-from .fields import parse_part
-from .records import Kind
+
+if TYPE_CHECKING:
+    from .records import Kind
 
 MAX_PER_PAGE = 10_000
 MAX_CURSOR_VALUE = 200  # longer than any stored field may be
 MAX_PAGE_NUMBER = 999_999
-# Prefix filters on these fields can be an index range on any collation: values are digits.
-DIGIT_FIELDS = frozenset({"dialcode", "number", "virt_exten"})
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,6 @@ def parse_cursor(kind: Kind, sort: str | None, values: Any, name: str) -> tuple[
     return tuple(values)
 
 
-def cursor_of(kind: Kind, sort: str | None, row: Mapping[str, str]) -> tuple[str, ...]:
-    return tuple(row[f] for f in order_fields(kind, sort))
-
-
 def page(
     principal: Principal,
     kind: Kind,
@@ -106,130 +104,132 @@ def page(
     `before` page at the start of the list holds only the rows before the cursor. With
     `count`, `total` and `start` are filled; without it (CSV export) both are left out.
     """
-    principal.require_admin()
-    scope = parse_part(kind.scope_part, filters, "scope")
+    selection = record_query.select_rows(principal, kind, filters, prefix=True)
+    _check(kind, sort, per_page, number)
+    after = None if after is None else parse_cursor(kind, sort, after, "after")
+    before = None if before is None else parse_cursor(kind, sort, before, "before")
+    view = _View(selection, sort, descending, per_page, count)
+    if after is not None:
+        return _after(view, after)
+    if before is not None:
+        return _before(view, before)
+    if last:
+        return _last(view)
+    return _from_offset(view, (number - 1) * per_page if number else 0)
+
+
+def _check(kind: Kind, sort: str | None, per_page: int, number: int | None) -> None:
     if sort is not None and sort not in kind.fields:
         raise Invalid(f"Cannot sort by '{sort}'.", {"sort": "unknown field"})
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise Invalid(f"'per_page' must be 1 to {MAX_PER_PAGE}.", {"per_page": "out of range"})
     if number is not None and not 1 <= number <= MAX_PAGE_NUMBER:
         raise Invalid(f"'page' must be 1 to {MAX_PAGE_NUMBER}.", {"page": "out of range"})
-    if after is not None:
-        after = parse_cursor(kind, sort, after, "after")
-    if before is not None:
-        before = parse_cursor(kind, sort, before, "before")
-    view = _View(principal, kind, scope, sort, descending)
-    again = dict(sort=sort, descending=descending, per_page=per_page, count=count)
 
-    # has_prev / has_next: known from the extra row read in the page's direction; for the
-    # other direction, from the counts when there are counts, else from one more row.
-    if after is not None:
-        rows = view.fetch(per_page + 1, after=after)
-        if not rows:  # nothing follows (the rows were deleted): the last page
-            return page(principal, kind, filters, last=True, **again)
-        has_next, rows = len(rows) > per_page, rows[:per_page]
-        has_prev = None
-    elif before is not None:
-        rows = view.fetch(per_page + 1, before=before)
-        if not rows:  # nothing precedes (the rows were deleted): the first page
-            return page(principal, kind, filters, **again)
-        # At the start of the list this page may be short: it holds exactly the rows before
-        # the cursor, so walking back from the last page shows every row once.
-        has_prev, rows = len(rows) > per_page, rows[-per_page:]
-        has_next = None
-    elif last:
-        rows = view.fetch(per_page + 1, from_end=True)
-        has_prev, has_next, rows = len(rows) > per_page, False, rows[-per_page:]
-    else:
-        offset = (number - 1) * per_page if number else 0
-        rows = view.fetch(per_page + 1, offset=offset)
-        has_next, rows = len(rows) > per_page, rows[:per_page]
-        has_prev = offset > 0 and (bool(rows) or None)  # past the end: any rows at all?
 
-    total = start = None
-    if count:
-        total = view.count()
-        if not rows:
-            start = 0
-        elif last:
-            start = total - len(rows) + 1
-        elif after is None and before is None:
-            start = (number - 1) * per_page + 1 if number else 1
-        elif has_prev is False:
-            start = 1
-        else:
-            start = view.count(before=view.cursor(rows[0])) + 1
-        if has_prev is None:
-            has_prev = start > 1 if rows else total > 0
-        if has_next is None:
-            has_next = start + len(rows) - 1 < total
-    else:
-        if has_prev is None:
-            has_prev = view.exists(before=view.cursor(rows[0]) if rows else None)
-        if has_next is None:
-            has_next = view.exists(after=view.cursor(rows[-1]))
-    return Listing(
-        rows=[kind.as_dict(r) for r in rows],
-        total=total,
-        start=start or 0,
-        has_prev=has_prev,
-        has_next=has_next,
-        first=view.cursor(rows[0]) if rows else None,
-        last=view.cursor(rows[-1]) if rows else None,
-    )
+# One function per position. Each reads one row more than the page in its direction, so that
+# side's link is known from the page itself; the other side's from the counts when the page is
+# counted, else from one more row.
+def _from_offset(view: _View, offset: int) -> Listing:
+    """The first page, or an old-style page number's: `offset` rows skipped."""
+    rows = view.fetch(view.per_page + 1, offset=offset)
+    has_next, rows = len(rows) > view.per_page, rows[: view.per_page]
+    total = view.count() if view.counted else None
+    if rows or not offset:
+        has_prev = offset > 0
+    else:  # past the end: is there any row at all?
+        has_prev = total > 0 if total is not None else view.exists()
+    start = offset + 1 if rows and total is not None else 0
+    return view.listing(rows, total, start, has_prev=has_prev, has_next=has_next)
+
+
+def _after(view: _View, cursor: tuple[str, ...]) -> Listing:
+    """The rows that follow a cursor (Next); the last page if none does (they were deleted)."""
+    rows = view.fetch(view.per_page + 1, after=cursor)
+    if not rows:
+        return _last(view)
+    has_next, rows = len(rows) > view.per_page, rows[: view.per_page]
+    if not view.counted:
+        has_prev = view.exists(before=view.cursor(rows[0]))
+        return view.listing(rows, None, 0, has_prev=has_prev, has_next=has_next)
+    total = view.count()
+    start = view.count(before=view.cursor(rows[0])) + 1
+    return view.listing(rows, total, start, has_prev=start > 1, has_next=has_next)
+
+
+def _before(view: _View, cursor: tuple[str, ...]) -> Listing:
+    """The rows that precede a cursor (Previous), read in the reversed order; the first page
+    if none does. At the start of the list this page may be short: it holds exactly the rows
+    before the cursor, so walking back from the last page shows every row once."""
+    rows = view.fetch(view.per_page + 1, before=cursor)
+    if not rows:
+        return _from_offset(view, 0)
+    has_prev, rows = len(rows) > view.per_page, rows[-view.per_page :]
+    if not view.counted:
+        has_next = view.exists(after=view.cursor(rows[-1]))
+        return view.listing(rows, None, 0, has_prev=has_prev, has_next=has_next)
+    total = view.count()
+    start = view.count(before=view.cursor(rows[0])) + 1 if has_prev else 1
+    has_next = start + len(rows) - 1 < total
+    return view.listing(rows, total, start, has_prev=has_prev, has_next=has_next)
+
+
+def _last(view: _View) -> Listing:
+    """The last page: the first rows of the reversed order, shown in the list's order."""
+    rows = view.fetch(view.per_page + 1, from_end=True)
+    has_prev, rows = len(rows) > view.per_page, rows[-view.per_page :]
+    total = view.count() if view.counted else None
+    start = total - len(rows) + 1 if rows and total is not None else 0
+    return view.listing(rows, total, start, has_prev=has_prev, has_next=False)
 
 
 class _View:
-    """The filtered, authorized rows of one kind in one order, and the queries over them."""
+    """The selected rows of one kind in one order, the queries over them, and the page size."""
 
     def __init__(
         self,
-        principal: Principal,
-        kind: Kind,
-        scope: dict[str, str],
+        selection: record_query.Selection,
         sort: str | None,
         descending: bool,
+        per_page: int,
+        counted: bool,
     ):
-        self.kind = kind
+        self.selection = selection
+        self.kind = selection.kind
         self.session = db.session
         self.descending = descending
-        self.postgresql = self.session.get_bind().dialect.name == "postgresql"
-        model = kind.model
-        # Every condition but the fixed company's equality, which `_where` adds.
-        self.base: list[ColumnElement[bool]] = []
-        for field, value in scope.items():
-            if field == "company":
-                continue
-            column = getattr(model, field)
-            self.base.append(column.startswith(value, autoescape=True))
-            # The same rows as a range, which an index can seek (SQLite's LIKE is
-            # case-insensitive and cannot; PostgreSQL's only with a C collation). Exact for
-            # digits on any collation, and for every value under SQLite's binary one; the
-            # last character has a successor since fields are ASCII.
-            if field in DIGIT_FIELDS or not self.postgresql:
-                upper = value[:-1] + chr(ord(value[-1]) + 1)
-                self.base += [column >= value, column < upper]
-        # A company filter, or a single visible company, fixes the company: it drops out of
-        # the order (a constant), so the order is a range of a (company, order fields) index.
-        visible = principal.admin_scope()
-        self.company = scope.get("company")
-        if visible is not None:
-            if self.company is None and len(visible) == 1:
-                self.company = next(iter(visible))
-            elif self.company is None:
-                self.base.append(model.company.in_(sorted(visible)))
-            elif self.company not in visible:
-                self.base.append(false())  # silently: as if the company had no rows
-        self.fields = order_fields(kind, sort)
+        self.per_page = per_page
+        self.counted = counted
+        self.postgresql = record_query.on_postgresql()
+        # A fixed company (see record_query) drops out of the order (a constant), so the order
+        # is a range of a (company, order fields) index.
+        self.company = selection.company
+        self.fields = order_fields(self.kind, sort)
         self.active = [
             i for i, f in enumerate(self.fields) if not (self.company and f == "company")
         ]
-        self.columns = [getattr(model, self.fields[i]) for i in self.active]
+        self.columns = [getattr(self.kind.model, self.fields[i]) for i in self.active]
 
     def cursor(self, row: Any) -> tuple[str, ...]:
+        """A row's position: its order fields' values (see order_fields)."""
         return tuple(getattr(row, f) for f in self.fields)
 
-    def _where(self, cursor: tuple[str, ...] | None = None, later: bool = True, lead=True):
+    def listing(
+        self, rows: list[Any], total: int | None, start: int, *, has_prev: bool, has_next: bool
+    ) -> Listing:
+        return Listing(
+            rows=[self.kind.as_dict(r) for r in rows],
+            total=total,
+            start=start,
+            has_prev=has_prev,
+            has_next=has_next,
+            first=self.cursor(rows[0]) if rows else None,
+            last=self.cursor(rows[-1]) if rows else None,
+        )
+
+    def _where(
+        self, cursor: tuple[str, ...] | None = None, later: bool = True, lead: bool = True
+    ) -> list[ColumnElement[bool]]:
         """The view's conditions, and with a cursor only the rows later (or earlier) in the
         list's order than it.
 
@@ -241,22 +241,19 @@ class _View:
         starts with the company, (company, order fields) > (X, …), which only the company's
         index can use: its range of the company is read up to the cursor (the same order of
         work as counting the rows before it, which the page does anyway)."""
-        model = self.kind.model
-        where = list(self.base)
-        if self.company is not None:
-            where.append(model.company == self.company)
+        where = list(self.selection.where)
         if cursor is None:
             return where
         columns, values = list(self.columns), [cursor[i] for i in self.active]
         if lead and self.postgresql and self.company is not None:
-            columns.insert(0, model.company)
+            columns.insert(0, record_query.table(self.kind).c.company)
             values.insert(0, self.company)
         key = tuple_(*columns) if len(columns) > 1 else columns[0]
         value = tuple_(*values) if len(values) > 1 else values[0]
         where.append(key > value if later != self.descending else key < value)
         return where
 
-    def _order(self, reverse: bool):
+    def _order(self, reverse: bool) -> list[ColumnElement[Any]]:
         down = self.descending != reverse
         return [c.desc() if down else c.asc() for c in self.columns]
 
@@ -273,10 +270,12 @@ class _View:
         cursor, before a cursor (the `limit` nearest it), or the last `limit` rows."""
         reverse = before is not None or from_end
         where = self._where(after or before, later=after is not None)
-        query = select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
+        query: Select[Any] = (
+            select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
+        )
         if offset:
             query = query.offset(offset)
-        rows = list(self.session.scalars(query))
+        rows = list(self.session.scalars(query, self.selection.params))
         return rows[::-1] if reverse else rows
 
     def exists(
@@ -287,11 +286,11 @@ class _View:
         where = self._where(after or before, later=after is not None)
         order = self._order(reverse=before is not None)
         query = select(self.columns[0]).where(*where).order_by(*order).limit(1)
-        return self.session.execute(query).first() is not None
+        return self.session.execute(query, self.selection.params).first() is not None
 
     def count(self, *, before: tuple[str, ...] | None = None) -> int:
         """Rows in the view, or before a cursor: one index range count (without ORDER BY
         and LIMIT PostgreSQL picks the company's index for the plain comparison)."""
         where = self._where(before, later=False, lead=False)
         query = select(func.count()).select_from(self.kind.model).where(*where)
-        return self.session.scalar(query) or 0
+        return self.session.scalar(query, self.selection.params) or 0

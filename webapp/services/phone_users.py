@@ -6,7 +6,7 @@ from typing import Any
 
 from ..access import Principal
 from ..models import PhoneUser
-from . import records
+from . import record_query, records
 
 KIND = records.Kind(
     name="user",
@@ -28,8 +28,8 @@ def create(principal: Principal, values: Any) -> int:
 
 
 def read(principal: Principal, scope: Any, limit: Any = None, offset: Any = None):
-    """See records.read."""
-    return records.read(principal, KIND, scope, limit, offset)
+    """See record_query.read."""
+    return record_query.read(principal, KIND, scope, limit, offset)
 
 
 def update(principal: Principal, scope: Any, values: Any) -> int:

@@ -9,25 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Integer, Select, bindparam, delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import write_transaction
-from ..extensions import db
-from ..models import Company
-from . import changes, history
+from ..models import Company, Record, RecordModel
+from . import changes, history, record_query
 from .errors import Conflict, Invalid
-from .fields import Part, parse_int, parse_part
+from .fields import Part, parse_part
 
 MAX_BATCH = 1000
-DEFAULT_LIMIT = 1000
-MAX_LIMIT = 10_000
-MAX_OFFSET = 2**31 - 1
 EDITABLE = ("virt_exten", "company")
 
 
@@ -35,7 +30,7 @@ EDITABLE = ("virt_exten", "company")
 class Kind:
     name: str  # the request's `type`, and the history/audit kind
     label: str  # for messages: "DDI", "phone user"
-    model: type
+    model: RecordModel
     fields: tuple[str, ...]  # in answer order
     order: tuple[str, ...]  # read order
     keys: tuple[str, ...]  # fields fixed at creation
@@ -76,12 +71,6 @@ class Kind:
         return Part(allowed=EDITABLE, not_editable=self.keys, at_least_one=True)
 
 
-@dataclass(frozen=True)
-class Page:
-    rows: list[dict[str, str]]
-    total: int
-
-
 def may_create_delete(principal: Principal, kind: Kind) -> bool:
     """Whether the principal may create and delete records of this kind at all (for some
     company): the pages use it to show only the controls that will work."""
@@ -105,11 +94,6 @@ def require_companies_exist(session: Session, companies: Sequence[str], batch: b
         if company not in found:
             field = f"values[{i}].company" if batch else "company"
             raise Invalid(f"Company '{company}' does not exist.", {field: "unknown company"})
-
-
-def _filters(kind: Kind, scope: dict[str, str]) -> list:
-    columns = kind.model.__table__.c
-    return [columns[f] == v for f, v in scope.items()]
 
 
 def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
@@ -176,79 +160,6 @@ class Row:
 
     def __init__(self, data: dict[str, str]):
         self.__dict__.update(data)
-
-
-@lru_cache(maxsize=512)
-def _read_statements(
-    kind: Kind,
-    scope_fields: tuple[str, ...],
-    restricted: bool,
-) -> tuple[Select, Select]:
-    """read's page and count statements for one shape of request, values left as parameters
-    (scope_<field> for each scope field, limit, offset and the expanding `visible`), so a
-    request only binds values instead of building and hashing a statement tree.
-
-    The page carries the total: the count rides along as an uncorrelated scalar subquery,
-    which both databases evaluate once (SQLite: a constant subquery; PostgreSQL: an InitPlan),
-    so each half keeps its own index-driven plan (the count an index-only scan of the
-    company's range, the page an ordered index scan stopped at `limit`); a window
-    count(*) OVER () would read every match in full first. Plain columns, not ORM objects:
-    the answer is dicts and nothing is changed."""
-    table = kind.model.__table__
-    filters = [table.c[f] == bindparam(f"scope_{f}") for f in scope_fields]
-    if restricted:
-        filters.append(table.c.company.in_(bindparam("visible", expanding=True)))
-    order = [table.c[f] for f in kind.order]
-    count = select(func.count()).select_from(table).where(*filters)
-    page = (
-        select(*(table.c[f] for f in kind.fields), count.correlate(None).scalar_subquery())
-        .where(*filters)
-        .order_by(*order)
-        .limit(bindparam("limit", type_=Integer))
-        .offset(bindparam("offset", type_=Integer))
-    )
-    return page, count
-
-
-def read(
-    principal: Principal,
-    kind: Kind,
-    scope: Any,
-    limit: Any = None,
-    offset: Any = None,
-) -> Page:
-    """Rows matching every scope field exactly, sorted by key, restricted silently to the
-    companies the principal administers; `total` counts all matches, `rows` one page (the
-    API's read; the pages page by keyset through services/listing.py)."""
-    principal.require_admin()
-    scope = parse_part(kind.scope_part, scope, "scope")
-    limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
-    offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
-    visible = principal.admin_scope()
-    if visible is not None and "company" in scope:
-        # The company is matched exactly: inside the grants it is the whole restriction,
-        # outside them nothing can match.
-        if scope["company"] not in visible:
-            return Page(rows=[], total=0)
-        visible = None
-    params: dict[str, Any] = {"limit": limit, "offset": offset}
-    for field, value in scope.items():
-        params[f"scope_{field}"] = value
-    if visible is not None:
-        params["visible"] = sorted(visible)
-    page, count = _read_statements(kind, tuple(sorted(scope)), visible is not None)
-    # On the session's connection (same transaction): a Core statement needs none of the
-    # Session's ORM execution layer.
-    connection = db.session.connection()
-    result = connection.execute(page, params).all()
-    rows = [dict(zip(kind.fields, r, strict=False)) for r in result]  # the count is left off
-    if result:
-        total = result[0][-1]
-    elif offset or not limit:  # past the end, or no page asked for: no row carried the count
-        total = connection.execute(count, params).scalar() or 0
-    else:
-        total = 0
-    return Page(rows=rows, total=total)
 
 
 def apply_changes(
@@ -323,13 +234,21 @@ def update(principal: Principal, kind: Kind, scope: Any, values: Any) -> int:
     with write_transaction() as session:
         if "company" in values:
             require_companies_exist(session, [values["company"]])
-        rows = session.scalars(
-            select(kind.model)
-            .where(*_filters(kind, scope))
-            .order_by(kind.model.id)
-            .with_for_update()
-        ).all()
+        rows = _locked_rows(session, kind, scope)
         return apply_changes(session, principal, kind, rows, values, "update")
+
+
+def _locked_rows(session: Session, kind: Kind, scope: dict[str, str]) -> Sequence[Record]:
+    """The rows matching `scope` exactly, locked until commit (SELECT ... FOR UPDATE on
+    PostgreSQL), in id order so two writers lock them in the same order."""
+    query = (
+        select(kind.model)
+        .where(*record_query.exact(kind, scope))
+        .order_by(kind.model.id)
+        .with_for_update()
+    )
+    # The query selects kind.model, one of the two record classes.
+    return cast(Sequence[Record], session.scalars(query).all())
 
 
 def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
@@ -342,12 +261,7 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
     scope = parse_part(kind.scoped_write_part, scope, "scope")
     principal.require_admin_of([scope["company"]])
     with write_transaction() as session:
-        rows = session.scalars(
-            select(kind.model)
-            .where(*_filters(kind, scope))
-            .order_by(kind.model.id)
-            .with_for_update()
-        ).all()
+        rows = _locked_rows(session, kind, scope)
         if not rows:
             return 0
         changes.write(

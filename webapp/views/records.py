@@ -30,8 +30,8 @@ from flask_wtf import FlaskForm
 from wtforms import SelectField, StringField
 
 from ..access import Principal
-from ..services import companies, ddis, listing, phone_users, records
-from ..services.errors import Invalid, NotFound, ServiceError
+from ..services import companies, ddis, listing, phone_users, record_query, records
+from ..services.errors import Invalid, ServiceError
 from .common import is_htmx, principal
 from .csv_safe import neutralise
 from .forms import form_error
@@ -220,13 +220,7 @@ def users_csv():
 # --- one record --------------------------------------------------------------------------------
 def _find(p: Principal, screen: Screen, keys: dict[str, str]) -> dict[str, str]:
     """The visible record named by the URL; a malformed or invisible one is simply not found."""
-    try:
-        page = screen.service.read(p, keys, limit=1)
-    except Invalid:
-        raise NotFound(f"No such {screen.kind.label}.") from None
-    if not page.rows:
-        raise NotFound(f"No such {screen.kind.label}.")
-    return page.rows[0]
+    return record_query.get(p, screen.kind, keys)
 
 
 def _done(screen: Screen, message: str):
