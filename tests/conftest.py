@@ -21,7 +21,7 @@ from webapp.database import utcnow
 from webapp.extensions import db, limiter
 from webapp.models import RollupState
 
-from .factories import Factory
+from .factories import BASIC_ROLES, COMPANIES, Factory, World
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
 BACKEND = "postgresql" if PG_URL else "sqlite"
@@ -134,6 +134,25 @@ def client(app):
 @pytest.fixture
 def factory(app) -> Factory:
     return Factory(app)
+
+
+@pytest.fixture
+def world_companies() -> dict[str, str]:
+    """The companies of `world` (id -> name); a module overrides this to narrow them."""
+    return dict(COMPANIES)
+
+
+@pytest.fixture
+def world_accounts() -> dict[str, str]:
+    """The accounts of `world` (username -> role of factories.ROLES); overridable per module."""
+    return {role: role for role in BASIC_ROLES}
+
+
+@pytest.fixture
+def world(factory, world_companies, world_accounts) -> World:
+    """The shared world: the companies and one account (with an API token) per role.
+    Modules needing records build on it by defining `world(world)` themselves."""
+    return World.build(factory, world_companies, world_accounts)
 
 
 @pytest.fixture
