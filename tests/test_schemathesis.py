@@ -14,6 +14,8 @@ import pytest
 
 from .factories import ROLES
 
+pytestmark = pytest.mark.slow  # a fuzzer against a live server
+
 ROOT = Path(__file__).resolve().parent.parent
 ST = Path(sys.executable).parent / "st"
 # One account per kind of grant, from the shared role table.

@@ -583,6 +583,7 @@ def test_audit_filters(world, factory):
     assert soup(response).select_one("#date_from-error").get_text() == "must be yyyy-mm-dd"
 
 
+@pytest.mark.slow
 def test_audit_is_newest_first_and_paged(world, factory):
     start = datetime(2023, 5, 1)
     add_entries(

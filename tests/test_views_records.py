@@ -543,6 +543,7 @@ def count_line(page: BeautifulSoup) -> str:
     return page.find(id="count").get_text(" ", strip=True)
 
 
+@pytest.mark.slow
 def test_paging_fifty_a_page(factory):
     factory.company(ACME)
     factory.account("root", system_admin=True)
@@ -676,6 +677,7 @@ def walk(client, url: str, rel: str, total: int) -> list[list[tuple[str, ...]]]:
     return pages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("walk_world", [1, 2, 3], indirect=True)
 def test_walking_next_and_prev_visits_every_row_once_in_order(walk_world):
     """From the first page Next to the end, and from the last page Previous to the start,
