@@ -1,4 +1,4 @@
-"""The JSON API's status codes and error envelope (decisions.md §4), and its success shapes.
+"""The JSON API's status codes and error envelope (docs/api.md#errors), and its success shapes.
 
 Every refused request is checked for the exact status, the exact envelope and, for writes, that
 nothing changed (`snapshot()` before and after).
@@ -1059,7 +1059,7 @@ def test_fourth_request_of_one_token_is_429_and_other_tokens_still_pass(limited_
 
 
 def test_rate_limit_counts_every_request_of_a_token_whatever_the_operation(limited_factory):
-    """decisions.md §8: N requests a minute per token, not per token and per endpoint."""
+    """docs/api.md#limits: N requests a minute per token, not per token and per endpoint."""
     factory = limited_factory
     factory.company("acme")
     first = factory.account("first", system_admin=True)

@@ -1,4 +1,4 @@
-"""The API with a browser session cookie instead of a Bearer token (decisions.md §4).
+"""The API with a browser session cookie instead of a Bearer token (docs/api.md#credentials).
 
 A session cookie is accepted, and then every POST must carry the CSRF token in X-CSRFToken; a
 Bearer token needs none. Disabling an account or changing its password ends its sessions at once.

@@ -1,4 +1,4 @@
-"""`flask --app app history import PATH.csv` (decisions.md §2, §6).
+"""`flask --app app history import PATH.csv` (docs/cli.md#history-import).
 
 Mostly through the service, which the command calls; a few real subprocess runs check what a
 script sees: the exit status, one line on stderr naming the line at fault, nothing written.

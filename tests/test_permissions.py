@@ -1,4 +1,4 @@
-"""Who may do what on /rest/ops/ (decisions.md §3, interface.md §5).
+"""Who may do what on /rest/ops/ (docs/api.md#roles).
 
 The matrix: every role x every operation x record type x own/other company, asserting the exact
 status and the effect: an allowed write changed exactly the rows it should (and wrote history and

@@ -1,5 +1,5 @@
-"""/rest/call/readDDICount and /rest/call/readUserCount (interface.md §2.2, §2.3, §4.6, §4.7, §5;
-decisions.md §3, §4 Reports, §5).
+"""/rest/call/readDDICount and /rest/call/readUserCount (docs/reports.md; who may ask:
+docs/api.md#roles).
 
 History for past months is inserted directly as HistoryInterval rows (naive UTC), so every
 figure below is known exactly. REPORT_TIMEZONE is the default, UTC.
@@ -449,7 +449,7 @@ def test_permission_matrix(world, role, kind, method):
             assert_world_entry(values[company], kind, company)
 
 
-# --- decisions.md §4: the worked examples ----------------------------------------------------
+# --- docs/reports.md#a-days-value-is-the-peak: the worked examples -------------------------
 
 DAY = (2025, 3, 12)  # a closed month of 31 days
 

@@ -1,4 +1,4 @@
-"""The admin pages: /admin/companies, /admin/accounts, /account/tokens, /audit (decisions.md §7).
+"""The admin pages: /admin/companies, /admin/accounts, /account/tokens, /audit (docs/pages.md).
 
 Every page for every role (allowed: 200 with the right content; forbidden: the 403 page;
 signed out: a redirect to /login), the navigation per role, each form's effect (and its audit

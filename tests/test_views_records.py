@@ -1,5 +1,6 @@
 """The DDI and phone-user pages (/ddis, /users, their forms and CSV downloads) and sign-in/out,
-for every role, on the HTML the browser gets (decisions.md §3 and §7; issue 4 items 1 to 4).
+for every role, on the HTML the browser gets (docs/api.md#roles and
+docs/pages.md; issue 4 items 1 to 4).
 
 Three companies: acme, globex, initech. Accounts: a System-Admin, a Company-Admin of acme, one
 of acme and initech, a Billing Call-Summary, a Billing/Call-Reporting of acme, one with no grant.

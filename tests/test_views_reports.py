@@ -1,5 +1,5 @@
 """The report pages /reports/ddis and /reports/users, their .csv variants and the day drill-down
-(decisions.md §3, §4 Reports, §7), for every role, on the HTML the browser gets.
+(docs/reports.md, docs/pages.md), for every role, on the HTML the browser gets.
 
 History is inserted directly as HistoryInterval rows (naive UTC) for October 2026, a closed
 month that begins on a Thursday; REPORT_TIMEZONE is UTC unless a test says otherwise.
