@@ -93,6 +93,11 @@ CASES = _cases()
 
 # --- fixtures and helpers ------------------------------------------------------------------------
 @pytest.fixture
+def world_accounts() -> dict[str, str]:
+    return {}  # each test makes only the role it asks for, with world.caller
+
+
+@pytest.fixture
 def world(world):
     """The shared world's three companies with DDIs and phone users; answers a function giving
     a role's Caller."""
