@@ -34,7 +34,7 @@ test: $(VENV)/.installed-dev
 		echo "TEST_DATABASE_URL is not set: the PostgreSQL run was skipped."; \
 	fi
 
-# The quick subset: every test not marked slow, on SQLite only (about a minute or two).
+# The quick subset: every test not marked slow, on SQLite only (under two minutes).
 test-fast: $(VENV)/.installed-dev
 	TEST_DATABASE_URL= $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
