@@ -1,4 +1,4 @@
-"""Error handlers: the JSON envelope under /rest/ (decisions.md §4), an error page elsewhere."""
+"""Error handlers: the JSON envelope under /rest/ (docs/api.md#errors), an error page elsewhere."""
 
 from __future__ import annotations
 
