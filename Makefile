@@ -6,7 +6,7 @@ FLASK  := $(VENV)/bin/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
 
-.PHONY: run test lint format clean bench bench-smoke
+.PHONY: run test test-fast lint format clean bench bench-smoke
 
 $(VENV)/.installed-run: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(VENV)/.installed-dev
 	else \
 		echo "TEST_DATABASE_URL is not set: the PostgreSQL run was skipped."; \
 	fi
+
+# The quick subset: every test not marked slow, on SQLite only (under two minutes).
+test-fast: $(VENV)/.installed-dev
+	TEST_DATABASE_URL= $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 $(VENV)/.installed-bench: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -17,6 +17,31 @@ from webapp.services import accounts, api_tokens, companies, ddis, periods, phon
 
 OPERATOR = Principal.cli("test")
 
+# --- the shared world ------------------------------------------------------------------------
+
+ACME, GLOBEX, INITECH = "acme", "globex", "initech"
+# The world's companies: id -> display name.
+COMPANIES: dict[str, str] = {ACME: "Acme Telecom", GLOBEX: "Globex", INITECH: "Initech"}
+
+# The one role table: role -> the grants of an account holding it. A world's account is named
+# after its role unless a module asks for another username (see World.add).
+# fmt: off
+ROLES: dict[str, dict[str, Any]] = {
+    "root":            {"system_admin": True},
+    "cadmin":          {"admin_of": [ACME]},
+    "cadmin2":         {"admin_of": [ACME, INITECH]},
+    "cadmin_all":      {"admin_of": [ACME, GLOBEX, INITECH]},
+    "summary":         {"billing_summary": True},
+    "reporter":        {"reporting_for": [ACME]},
+    "reporter2":       {"reporting_for": [ACME, INITECH]},
+    "reporter_globex": {"reporting_for": [GLOBEX]},
+    "cadmin_reporter": {"admin_of": [GLOBEX], "reporting_for": [ACME]},
+    "nobody":          {},
+}
+# fmt: on
+# The accounts a world makes unless a module narrows them (username -> role): one per grant.
+BASIC_ROLES = ("root", "cadmin", "cadmin2", "summary", "reporter", "nobody")
+
 
 @dataclass
 class Caller:
@@ -126,3 +151,54 @@ def add_history(*rows: tuple[str, str, str, datetime, datetime | None]) -> None:
                 )
             )
         rollup_rebuilt(session)
+
+
+class World:
+    """Companies and accounts made through the real services, with a Caller (API token) per
+    account and a signed-in test client per account on demand.
+
+    Callers are reachable by username: `world.caller("root")` or simply `world.root`.
+    Built by the `world` fixture (tests/conftest.py); a module needing more records adds them
+    in its own `world` fixture on top of this one."""
+
+    def __init__(self, factory: Factory):
+        self.factory = factory
+        self.callers: dict[str, Caller] = {}
+        self._browsers: dict[str, Any] = {}
+
+    @classmethod
+    def build(cls, factory: Factory, companies: dict[str, str], accounts: dict[str, str]):
+        world = cls(factory)
+        for company_id, name in companies.items():
+            factory.company(company_id, name)
+        for username, role in accounts.items():
+            world.add(username, role)
+        return world
+
+    @property
+    def client(self):
+        return self.factory.client
+
+    def add(self, username: str, role: str | None = None) -> Caller:
+        """An account `username` holding `role` of ROLES (by default the role of that name)."""
+        caller = self.factory.account(username, **ROLES[role or username])
+        self.callers[username] = caller
+        return caller
+
+    def caller(self, username: str) -> Caller:
+        """The account's Caller; a role of ROLES not made yet is made on first use."""
+        if username not in self.callers:
+            self.add(username)
+        return self.callers[username]
+
+    def browser(self, username: str):
+        """A test client signed in as `username` through /login, one per account."""
+        if username not in self._browsers:
+            self._browsers[username] = self.factory.browser(username)
+        return self._browsers[username]
+
+    def __getattr__(self, name: str) -> Caller:
+        callers = self.__dict__.get("callers", {})
+        if name in callers:
+            return callers[name]
+        raise AttributeError(name)

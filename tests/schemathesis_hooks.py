@@ -2,7 +2,7 @@
 applies them in its examples and fuzzing phases).
 
 A System-Admin's write naming a company that does not exist is a documented 400
-(decisions.md §4), which no static schema can express. So a well-formed company identifier in
+(docs/api.md#errors), which no static schema can express. So a well-formed company identifier in
 a generated body is replaced by one that exists; malformed ones are left alone, and the
 negative checks still see them.
 """

@@ -1,4 +1,4 @@
-"""The JSON API's status codes and error envelope (decisions.md §4), and its success shapes.
+"""The JSON API's status codes and error envelope (docs/api.md#errors), and its success shapes.
 
 Every refused request is checked for the exact status, the exact envelope and, for writes, that
 nothing changed (`snapshot()` before and after).
@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from webapp.extensions import SweepingMemoryStorage, db, limiter
 from webapp.models import Account, ApiToken
 from webapp.services import accounts, api_tokens
 
-from .factories import OPERATOR, Caller, Factory, snapshot
+from .factories import OPERATOR, Caller, Factory, World, snapshot
 
 OPS = ("create", "read", "update", "link", "delete")
 WRITE_OPS = ("create", "update", "link", "delete")
@@ -131,26 +130,30 @@ def raw_post(factory: Factory, caller: Caller | None, op: str, data: bytes, **kw
     return factory.client.post(f"/rest/ops/{op}/", data=data, headers=headers, **kwargs)
 
 
-@dataclass
-class World:
-    factory: Factory
-    root: Caller  # System-Admin
-    ca: Caller  # Company-Admin of acme
-    billing: Caller  # Billing Call-Summary only
-    reporter: Caller  # Billing / Call Reporting for acme only
+# The shared world's acme and globex, with these accounts (username -> role).
+ACCOUNTS = {
+    "root": "root",  # System-Admin
+    "ca": "cadmin",  # Company-Admin of acme
+    "billing": "summary",  # Billing Call-Summary only
+    "reporter": "reporter",  # Billing / Call Reporting for acme only
+}
 
 
 @pytest.fixture
-def world(factory: Factory) -> World:
-    factory.company("acme")
-    factory.company("globex")
-    world = World(
-        factory=factory,
-        root=factory.account("root", system_admin=True),
-        ca=factory.account("ca", admin_of=["acme"]),
-        billing=factory.account("billing", billing_summary=True),
-        reporter=factory.account("reporter", reporting_for=["acme"]),
-    )
+def world_companies() -> dict[str, str]:
+    return {"acme": "Acme", "globex": "Globex"}
+
+
+@pytest.fixture
+def world_accounts() -> dict[str, str]:
+    return ACCOUNTS
+
+
+@pytest.fixture
+def world(world: World) -> World:
+    """The shared world (callers world.root, world.ca, world.billing, world.reporter) with two
+    DDIs and three phone users."""
+    factory = world.factory
     factory.ddi("44", "2071234567", "acme", "100")
     factory.ddi("44", "2079999999", "globex", "101")
     factory.user("ana", "acme")
@@ -1056,7 +1059,7 @@ def test_fourth_request_of_one_token_is_429_and_other_tokens_still_pass(limited_
 
 
 def test_rate_limit_counts_every_request_of_a_token_whatever_the_operation(limited_factory):
-    """decisions.md §8: N requests a minute per token, not per token and per endpoint."""
+    """docs/api.md#limits: N requests a minute per token, not per token and per endpoint."""
     factory = limited_factory
     factory.company("acme")
     first = factory.account("first", system_admin=True)

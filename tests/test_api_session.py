@@ -1,4 +1,4 @@
-"""The API with a browser session cookie instead of a Bearer token (decisions.md §4).
+"""The API with a browser session cookie instead of a Bearer token (docs/api.md#credentials).
 
 A session cookie is accepted, and then every POST must carry the CSRF token in X-CSRFToken; a
 Bearer token needs none. Disabling an account or changing its password ends its sessions at once.
@@ -23,7 +23,7 @@ from webapp.extensions import db
 from webapp.models import Account, ApiToken
 from webapp.services import accounts, api_tokens
 
-from .factories import OPERATOR, snapshot
+from .factories import OPERATOR, Caller, World, snapshot
 
 NEW_USER = {"username": "newbie", "virt_exten": "300", "company": "acme"}
 CREATE = {"type": "user", "values": NEW_USER}
@@ -31,12 +31,21 @@ READ = {"type": "user", "scope": {"company": "acme"}}
 
 
 @pytest.fixture
-def world(factory):
-    factory.company("acme")
-    factory.company("globex")
-    factory.user("alice", "acme")
-    factory.user("carol", "globex")
-    return factory.account("boss", admin_of=["acme"])
+def world_companies() -> dict[str, str]:
+    return {"acme": "Acme", "globex": "Globex"}
+
+
+@pytest.fixture
+def world_accounts() -> dict[str, str]:
+    return {"boss": "cadmin"}  # Company-Admin of acme
+
+
+@pytest.fixture
+def world(world: World) -> Caller:
+    """The shared world with a phone user in each company; answers boss's Caller."""
+    world.factory.user("alice", "acme")
+    world.factory.user("carol", "globex")
+    return world.boss
 
 
 def account(username: str) -> Account:

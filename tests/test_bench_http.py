@@ -13,6 +13,8 @@ import pytest
 
 from bench.http import datasette_installed, http_scenarios
 
+pytestmark = pytest.mark.slow  # starts real servers and wrk
+
 ROOT = Path(__file__).resolve().parent.parent
 # CI sets it: there a missing tool is a broken machine, not a reason to skip.
 REQUIRED = os.environ.get("REQUIRE_BENCH_TOOLS") == "1"

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds data sets and runs every scenario
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -15,6 +15,8 @@ from webapp.models import Account, AuditEntry, Company, Ddi, HistoryInterval, Ph
 
 from .invariants import assert_history_consistent
 
+pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -1,4 +1,4 @@
-"""`flask --app app history import PATH.csv` (decisions.md §2, §6).
+"""`flask --app app history import PATH.csv` (docs/cli.md#history-import).
 
 Mostly through the service, which the command calls; a few real subprocess runs check what a
 script sees: the exit status, one line on stderr naming the line at fault, nothing written.
@@ -418,6 +418,7 @@ def test_row_overlapping_a_previously_imported_interval_is_refused(companies):
 # --- the command itself ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_text(csv_text(GOOD, USER_ROW), encoding="utf-8")
@@ -431,6 +432,7 @@ def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
     assert audit_actions().count("history.import") == 1
 
 
+@pytest.mark.slow
 def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_bytes(b"\xef\xbb\xbf" + csv_text(GOOD, USER_ROW).replace("\n", "\r\n").encode())
@@ -439,6 +441,7 @@ def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
     assert len(intervals()) == 2
 
 
+@pytest.mark.slow
 def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_text(
@@ -450,6 +453,7 @@ def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
     assert snapshot() == before
 
 
+@pytest.mark.slow
 def test_command_with_a_missing_file_says_so_in_one_line(companies, flask, tmp_path):
     before = snapshot()
     assert_one_line_error(flask("history", "import", str(tmp_path / "nope.csv")), "nope.csv")

@@ -75,6 +75,7 @@ def bodies(draw, op: str):
     return body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["create", "read", "update", "link", "delete"])
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -60,6 +60,7 @@ def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(app):
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
+@pytest.mark.slow
 def test_duplicate_creates_racing_give_one_success_and_conflicts(live_server, root):
     results = in_parallel(
         [lambda: post(live_server, root.token, "create", {"type": "ddi", "values": DDI})] * 16
@@ -70,6 +71,7 @@ def test_duplicate_creates_racing_give_one_success_and_conflicts(live_server, ro
     assert_history_consistent()
 
 
+@pytest.mark.slow
 def test_distinct_creates_racing_all_land(live_server, root):
     calls = [
         (
@@ -88,6 +90,7 @@ def test_distinct_creates_racing_all_land(live_server, root):
     assert_history_consistent()
 
 
+@pytest.mark.slow
 def test_updates_racing_deletes_leave_no_orphan_history(live_server, root):
     rows = [{**DDI, "number": str(5000 + n)} for n in range(40)]
     assert post(live_server, root.token, "create", {"type": "ddi", "values": rows})[0] == 200
@@ -126,6 +129,7 @@ def test_updates_racing_deletes_leave_no_orphan_history(live_server, root):
     assert_history_consistent()
 
 
+@pytest.mark.slow
 def test_phone_user_creates_racing_in_two_companies(live_server, root):
     calls = [
         (
@@ -148,6 +152,7 @@ def test_phone_user_creates_racing_in_two_companies(live_server, root):
         assert conn.execute(text("SELECT count(*) FROM phone_users")).scalar() == 2
 
 
+@pytest.mark.slow
 def test_overlapping_batches_in_opposite_orders_never_deadlock(live_server, root):
     """Two batches of the same keys, one reversed: one lands, the other is a 409, never a 500."""
     for attempt in range(3):
@@ -166,6 +171,7 @@ def test_overlapping_batches_in_opposite_orders_never_deadlock(live_server, root
     assert_history_consistent()
 
 
+@pytest.mark.slow
 def test_create_racing_delete_of_the_same_key_never_overlaps_history(live_server, root):
     """A create that waited for a racing delete is stamped after it (PostgreSQL: the insert
     blocks on the unique index until the delete commits)."""
@@ -182,6 +188,7 @@ def test_create_racing_delete_of_the_same_key_never_overlaps_history(live_server
         post(live_server, root.token, "create", {"type": "ddi", "values": DDI})
 
 
+@pytest.mark.slow
 def test_a_chunked_body_over_one_mib_is_413_not_bad_json(live_server, root):
     import http.client
 

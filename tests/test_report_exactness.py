@@ -153,6 +153,7 @@ def check(app, kind: str, year: int, month: int, zone: str, intervals) -> None:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ddi", "user"])
 @pytest.mark.parametrize(
     ("year", "month", "zone"),

@@ -1,5 +1,5 @@
-"""/rest/call/readDDICount and /rest/call/readUserCount (interface.md §2.2, §2.3, §4.6, §4.7, §5;
-decisions.md §3, §4 Reports, §5).
+"""/rest/call/readDDICount and /rest/call/readUserCount (docs/reports.md; who may ask:
+docs/api.md#roles).
 
 History for past months is inserted directly as HistoryInterval rows (naive UTC), so every
 figure below is known exactly. REPORT_TIMEZONE is the default, UTC.
@@ -16,7 +16,7 @@ import pytest
 from webapp.access import Principal
 from webapp.services import ddis, phone_users, reports
 
-from .factories import OPERATOR, Caller, Factory, add_history
+from .factories import OPERATOR, Caller, Factory, World, add_history
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -62,7 +62,7 @@ def utc_today() -> date:
 
 
 def call(
-    factory: Factory,
+    factory: Factory | World,
     caller: Caller | None,
     kind: str,
     method: str,
@@ -135,9 +135,8 @@ def assert_world_entry(entry: dict[str, Any], kind: str, company: str) -> None:
 
 
 @pytest.fixture
-def world(factory: Factory) -> Factory:
-    for company in ALL:
-        factory.company(company, NAMES[company])
+def world(world: World) -> World:
+    """The shared world (acme, globex, initech and an account per role) and this history."""
     rows = []
     for kind in KINDS:
         home = KEYS[kind][HOME]
@@ -155,12 +154,12 @@ def world(factory: Factory) -> Factory:
             (kind, OTHER, second, at(2025, 10, 16, 12), None),
         ]
     add_history(*rows)
-    return factory
+    return world
 
 
 @pytest.fixture
-def root(world: Factory) -> Caller:
-    return world.account("root", system_admin=True)
+def root(world: World) -> Caller:
+    return world.caller("root")
 
 
 # --- shape and figures -----------------------------------------------------------------------
@@ -400,19 +399,20 @@ def test_get_without_credentials_is_401(world, kind):
 # --- who may see what ------------------------------------------------------------------------
 
 # fmt: off
-# One line per role: grants (None: no credentials; a string: that bearer token), the status,
-# and the companies it sees (None: every company).
-ROLES: dict[str, tuple[Any, int, tuple[str, ...] | None]] = {
-    "system_admin":        ({"system_admin": True},                          200, None),
-    "billing_summary":     ({"billing_summary": True},                       200, None),
-    "reporting_acme":      ({"reporting_for": [HOME]},                       200, (HOME,)),
-    "reporting_two":       ({"reporting_for": [HOME, SECOND]},               200, (HOME, SECOND)),
-    "admin_and_reporting": ({"admin_of": [OTHER], "reporting_for": [HOME]},  200, (HOME,)),
-    "company_admin":       ({"admin_of": [HOME]},                            403, ()),
-    "company_admin_all":   ({"admin_of": list(ALL)},                         403, ()),
-    "no_grant":            ({},                                              403, ()),
-    "no_token":            (None,                                            401, ()),
-    "invalid_token":       ("tad_invalid-token-0000",                        401, ()),
+# One line per role: who calls (a role of factories.ROLES; None: no credentials; a Caller: that
+# bearer token), the status, and the companies it sees (None: every company).
+INVALID = Caller("nobody", "tad_invalid-token-0000")
+ROLES: dict[str, tuple[str | Caller | None, int, tuple[str, ...] | None]] = {
+    "system_admin":        ("root",            200, None),
+    "billing_summary":     ("summary",         200, None),
+    "reporting_acme":      ("reporter",        200, (HOME,)),
+    "reporting_two":       ("reporter2",       200, (HOME, SECOND)),
+    "admin_and_reporting": ("cadmin_reporter", 200, (HOME,)),
+    "company_admin":       ("cadmin",          403, ()),
+    "company_admin_all":   ("cadmin_all",      403, ()),
+    "no_grant":            ("nobody",          403, ()),
+    "no_token":            (None,              401, ()),
+    "invalid_token":       (INVALID,           401, ()),
 }
 # fmt: on
 REQUESTS = {
@@ -421,13 +421,9 @@ REQUESTS = {
 }
 
 
-def _caller(world: Factory, role: str) -> Caller | None:
-    grants = ROLES[role][0]
-    if grants is None:
-        return None
-    if isinstance(grants, str):
-        return Caller("nobody", grants)
-    return world.account(role.replace("_", "-"), **grants)
+def _caller(world: World, role: str) -> Caller | None:
+    who = ROLES[role][0]
+    return world.caller(who) if isinstance(who, str) else who
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -453,7 +449,7 @@ def test_permission_matrix(world, role, kind, method):
             assert_world_entry(values[company], kind, company)
 
 
-# --- decisions.md §4: the worked examples ----------------------------------------------------
+# --- docs/reports.md#a-days-value-is-the-peak: the worked examples -------------------------
 
 DAY = (2025, 3, 12)  # a closed month of 31 days
 

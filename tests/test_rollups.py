@@ -138,6 +138,7 @@ def assert_reports_match(zone: str, until: datetime) -> None:
         month = (month + timedelta(days=32)).replace(day=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("zone", ["UTC", "Europe/London", "Australia/Lord_Howe"])
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -151,6 +152,7 @@ def test_live_writes_keep_the_rollup_exact(app, companies, monkeypatch, zone, op
     assert_reports_match(zone, clock.now)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -64,6 +64,7 @@ def test_pages_have_no_inline_script_or_style(factory):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vary", ["account", "address"])
 def test_ten_failed_sign_ins_then_429(factory, vary):
     factory.account("root", system_admin=True)

@@ -1,5 +1,6 @@
 """The DDI and phone-user pages (/ddis, /users, their forms and CSV downloads) and sign-in/out,
-for every role, on the HTML the browser gets (decisions.md §3 and §7; issue 4 items 1 to 4).
+for every role, on the HTML the browser gets (docs/api.md#roles and
+docs/pages.md; issue 4 items 1 to 4).
 
 Three companies: acme, globex, initech. Accounts: a System-Admin, a Company-Admin of acme, one
 of acme and initech, a Billing Call-Summary, a Billing/Call-Reporting of acme, one with no grant.
@@ -23,7 +24,7 @@ from webapp.models import Ddi
 from webapp.services import ddis, listing, phone_users
 from webapp.services.errors import Invalid
 
-from .factories import OPERATOR, Factory, csrf_from, snapshot
+from .factories import OPERATOR, World, csrf_from, snapshot
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 COMPANIES = (ACME, GLOBEX, INITECH)
@@ -48,17 +49,11 @@ USER_URL = {
     GLOBEX: "/users/globex/bob.globex",
     INITECH: "/users/initech/cid.initech",
 }
-ROLES = {
-    "root": {"system_admin": True},
-    "cadmin": {"admin_of": [ACME]},
-    "cadmin2": {"admin_of": [ACME, INITECH]},
-    "summary": {"billing_summary": True},
-    "reporter": {"reporting_for": [ACME]},
-    "nobody": {},
-}
+# The accounts (factories.ROLES, each named after its role), in the order of the status columns.
+ROLE_ORDER = ("root", "cadmin", "cadmin2", "summary", "reporter", "nobody")
 ADMIN_SCOPE = {"root": COMPANIES, "cadmin": (ACME,), "cadmin2": (ACME, INITECH)}
 
-# Status per role, in the order of ROLES: root cadmin cadmin2 summary reporter nobody.
+# Status per role, in the order of ROLE_ORDER: root cadmin cadmin2 summary reporter nobody.
 ADMINS = "200 200 200 403 403 403"
 ROOT_ONLY = "200 403 403 403 403 403"
 OTHERS = "200 404 404 403 403 403"  # another company's record: as if it did not exist
@@ -93,17 +88,6 @@ LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg")
 # --- helpers -----------------------------------------------------------------------------------
 
 
-class World:
-    def __init__(self, factory: Factory):
-        self.factory = factory
-        self._browsers: dict[str, object] = {}
-
-    def browser(self, role: str):
-        if role not in self._browsers:
-            self._browsers[role] = self.factory.browser(role)
-        return self._browsers[role]
-
-
 @pytest.fixture(autouse=True)
 def _fresh_csrf_per_request(app):
     """Flask-WTF caches a request's CSRF token in `g`, which the pushed test app context keeps
@@ -117,16 +101,18 @@ def _fresh_csrf_per_request(app):
 
 
 @pytest.fixture
-def world(factory) -> World:
-    for company in COMPANIES:
-        factory.company(company)
+def world_companies() -> dict[str, str]:
+    return {company: company.title() for company in COMPANIES}
+
+
+@pytest.fixture
+def world(world: World) -> World:
+    """The shared world (its accounts: ROLE_ORDER) with the DDIs and users above."""
     for dialcode, number, virt_exten, company in DDIS:
-        factory.ddi(dialcode, number, company, virt_exten)
+        world.factory.ddi(dialcode, number, company, virt_exten)
     for username, virt_exten, company in USERS:
-        factory.user(username, company, virt_exten)
-    for role, grants in ROLES.items():
-        factory.account(role, **grants)
-    return World(factory)
+        world.factory.user(username, company, virt_exten)
+    return world
 
 
 def html(response) -> str:
@@ -318,10 +304,10 @@ def test_index_sends_each_role_where_it_may_go(world, role, target):
 # --- every role on every page --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ROLE_ORDER)
 def test_every_page_for_every_role(world, role):
     client = world.browser(role)
-    column = list(ROLES).index(role)
+    column = ROLE_ORDER.index(role)
     hidden = [c for c in COMPANIES if c not in ADMIN_SCOPE.get(role, ())]
     secrets_ = list(hidden)
     secrets_ += [d[1] for d in DDIS if d[3] in hidden] + [u[0] for u in USERS if u[2] in hidden]
@@ -408,7 +394,7 @@ def test_billing_and_no_grant_get_a_403_page_on_the_lists(world, role):
         assert soup(response).find("table") is None
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", ROLE_ORDER)
 def test_nav_shows_only_links_the_role_may_open(world, role):
     client = world.browser(role)
     admin = role in ADMIN_SCOPE
@@ -419,7 +405,7 @@ def test_nav_shows_only_links_the_role_may_open(world, role):
     for href in hrefs:
         assert client.get(href).status_code == 200, href
     # Nor does any page of this role link to a record page it may not open.
-    column = list(ROLES).index(role)
+    column = ROLE_ORDER.index(role)
     refused = {p for p, s in PAGES.items() if int(s.split()[column]) != 200}
     for path, statuses in PAGES.items():
         if int(statuses.split()[column]) != 200 or path.endswith(".csv"):
@@ -558,6 +544,7 @@ def count_line(page: BeautifulSoup) -> str:
     return page.find(id="count").get_text(" ", strip=True)
 
 
+@pytest.mark.slow
 def test_paging_fifty_a_page(factory):
     factory.company(ACME)
     factory.account("root", system_admin=True)
@@ -653,14 +640,12 @@ def walk_world(factory, monkeypatch, request):
     from webapp.views import records as record_views
 
     monkeypatch.setattr(record_views, "PER_PAGE", WALK_PER_PAGE)
-    for company in COMPANIES:
-        factory.company(company)
-    for role in ("root", "cadmin", "cadmin2"):
-        factory.account(role, **ROLES[role])
+    companies = {company: company.title() for company in COMPANIES}
+    world = World.build(factory, companies, {role: role for role in ("root", "cadmin", "cadmin2")})
     ddi_rows, user_rows = random_records(request.param)
     ddis.create(OPERATOR, [dict(zip(DDI_FIELDS, r, strict=True)) for r in ddi_rows])
     phone_users.create(OPERATOR, [dict(zip(USER_FIELDS, r, strict=True)) for r in user_rows])
-    return World(factory), ddi_rows, user_rows, random.Random(request.param)
+    return world, ddi_rows, user_rows, random.Random(request.param)
 
 
 def expected_order(rows, fields, keys, sort, descending):
@@ -693,6 +678,7 @@ def walk(client, url: str, rel: str, total: int) -> list[list[tuple[str, ...]]]:
     return pages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("walk_world", [1, 2, 3], indirect=True)
 def test_walking_next_and_prev_visits_every_row_once_in_order(walk_world):
     """From the first page Next to the end, and from the last page Previous to the start,

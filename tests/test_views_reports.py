@@ -1,5 +1,5 @@
 """The report pages /reports/ddis and /reports/users, their .csv variants and the day drill-down
-(decisions.md §3, §4 Reports, §7), for every role, on the HTML the browser gets.
+(docs/reports.md, docs/pages.md), for every role, on the HTML the browser gets.
 
 History is inserted directly as HistoryInterval rows (naive UTC) for October 2026, a closed
 month that begins on a Thursday; REPORT_TIMEZONE is UTC unless a test says otherwise.
@@ -21,7 +21,7 @@ from webapp.access import Principal
 from webapp.services import periods, report_days, reports
 from webapp.services.errors import Forbidden, Invalid, NotFound
 
-from .factories import Factory, add_history
+from .factories import Factory, World, add_history
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -46,13 +46,6 @@ EXPECTED = {
 }
 TOTALS = {HOME: (10, "0.3226"), OTHER: (47, "1.5161"), SECOND: (0, "0.0000")}
 LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg", 'File "')
-ROLES = {
-    "root": {"system_admin": True},
-    "summary": {"billing_summary": True},
-    "reporter": {"reporting_for": [HOME]},
-    "cadmin": {"admin_of": [HOME]},
-    "nobody": {},
-}
 SEES = {"root": ALL, "summary": ALL, "reporter": (HOME,)}
 
 
@@ -114,11 +107,9 @@ def api_values(client, kind: str, query: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def world(factory: Factory) -> Factory:
-    for company in ALL:
-        factory.company(company, NAMES[company])
-    for username, grants in ROLES.items():
-        factory.account(username, **grants)
+def world(world: World) -> Factory:
+    """The shared world (acme, globex, initech; an account per role of factories.ROLES, named
+    after it) and this October's history."""
     rows = []
     for kind in KINDS:
         home = KEYS[kind][HOME]
@@ -132,7 +123,7 @@ def world(factory: Factory) -> Factory:
             (kind, OTHER, second, at(2026, 10, 16, 12), None),  # from the 16th, still open
         ]
     add_history(*rows)
-    return factory
+    return world.factory
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The `flask --app app …` commands (decisions.md §2). A user mistake prints one line, exits 1."""
+"""The `flask --app app …` commands (docs/cli.md). A user mistake prints one line, exits 1."""
 
 from __future__ import annotations
 

@@ -66,5 +66,5 @@ class SweepingMemoryStorage(MemoryStorage):
             self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
 
 
-# No default limits: the API and sign-in set their own (decisions.md §8).
+# No default limits: the API and sign-in set their own (docs/api.md#limits).
 limiter = Limiter(key_func=get_remote_address, default_limits=[])

@@ -1,4 +1,4 @@
-"""Response headers every answer carries, and the sign-in failure limits (decisions.md §8)."""
+"""Response headers every answer carries, and the sign-in failure limits (docs/api.md#limits)."""
 
 from __future__ import annotations
 

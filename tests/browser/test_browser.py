@@ -14,6 +14,7 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import update
 
@@ -22,6 +23,8 @@ from webapp.models import HistoryInterval
 
 from ..factories import rollup_rebuilt
 from .conftest import PASSWORD, VIEWPORT, wait_for_htmx
+
+pytestmark = pytest.mark.slow  # a real browser
 
 ADMIN = {"system_admin": True}
 

@@ -1,4 +1,4 @@
-"""The API's error answers: every error under /rest/ as the JSON envelope (decisions.md §4).
+"""The API's error answers: every error under /rest/ as the JSON envelope (docs/api.md#errors).
 
 The handlers are registered on the /rest/ blueprint. A request under /rest/ that matched no
 route (an unknown address, a method the address does not take) belongs to no blueprint, so

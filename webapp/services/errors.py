@@ -1,4 +1,4 @@
-"""Domain errors. Each carries the HTTP status and code of decisions.md §4's table."""
+"""Domain errors. Each carries the HTTP status and code of the table in docs/api.md#errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Field formats and request shapes (decisions.md §4), checked once for the API and the pages.
+"""Field formats and request shapes (docs/api.md#field-formats), checked once for the API and
+the pages.
 
 Every value must already be a string: a JSON number is refused, never converted.
 """

@@ -1,4 +1,4 @@
-"""Backfill closed history intervals from a legacy system's CSV (decisions.md §6).
+"""Backfill closed history intervals from a legacy system's CSV (docs/cli.md#history-import).
 
 The whole file is checked before anything is written; the first bad row rejects the file with
 its line number. Rows already recorded exactly are skipped, so importing a file twice writes

@@ -55,7 +55,7 @@ def today_in(tz: ZoneInfo, now: datetime | None = None) -> date:
 
 
 def resolve(month: int | None, year: int | None, tz: ZoneInfo, today: date) -> Period:
-    """The period a report covers (decisions.md §4, Reports).
+    """The period a report covers (docs/reports.md#the-report-request).
 
     No month: the current month to date. A month without a year: its most recent occurrence
     that is not in the future. A month of a future year or later in this year is refused.

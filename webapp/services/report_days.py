@@ -1,5 +1,5 @@
 """Drill-down of a report day: which DDIs or phone users of one company were active during one
-calendar day, and when the day's peak was reached (decisions.md §3, §4 Reports, §5).
+calendar day, and when the day's peak was reached (docs/reports.md).
 
 It reads the same history intervals as the report (services/reports.py) with the same rules:
 days begin at local midnight in REPORT_TIMEZONE, intervals are half-open, zero-length ones are

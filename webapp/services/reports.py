@@ -1,5 +1,5 @@
 """Billing counts: per company and calendar day, the peak number of DDIs or phone users active
-at the same moment, from the history intervals alone (decisions.md §4 Reports, §5).
+at the same moment, from the history intervals alone (docs/reports.md).
 
 One aggregate query per report. Each interval touching the period becomes a +1 event at its
 start (clamped to the period start) and a -1 event at its end; a running sum per company,

@@ -12,8 +12,8 @@ from flask_login import login_required
 
 @login_required
 def index():
-    """`/` opens the DDI list (decisions.md §7); an account that may not manage DDIs is sent
-    where it may go instead of to a 403."""
+    """`/` opens the DDI list (docs/pages.md#stable-addresses); an account that may not manage
+    DDIs is sent where it may go instead of to a 403."""
     from .common import principal
 
     me = principal()

@@ -1,5 +1,5 @@
 """Calendar-style monthly count tables: /reports/ddis, /reports/users, their .csv variants and
-the day drill-down /reports/ddis/day, /reports/users/day (decisions.md §4 Reports, §7).
+the day drill-down /reports/ddis/day, /reports/users/day (docs/reports.md, docs/pages.md).
 
 Every figure comes from services.reports (the same call as /rest/call/read…Count); who may see
 what is decided there and in services.report_days. Views only parse query parameters strictly
