@@ -71,10 +71,11 @@ def test_company_scopes_of_each_role(role):
 
 
 @pytest.mark.parametrize("role", sorted(SCOPES))
-def test_the_former_scope_names_answer_the_same(role):
+def test_may_report_on_follows_the_report_scope(role):
     principal = ROLES[role]
-    assert principal.admin_scope() == principal.pickable_companies()
-    assert principal.report_scope() == principal.reportable_companies()
+    scope = principal.reportable_companies()
+    for company in ("acme", "globex", "initech", "elsewhere"):
+        assert principal.may_report_on(company) == (scope is None or company in scope)
 
 
 @pytest.mark.parametrize("role", sorted(SCOPES))

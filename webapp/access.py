@@ -96,15 +96,6 @@ class Principal:
         read the log: see `require_audit`)."""
         return None if self.system_admin else self.admin_of
 
-    # The names services/listing.py, services/records.py and services/reports.py still use.
-    def admin_scope(self) -> CompanyScope:
-        """`pickable_companies` under its former name."""
-        return self.pickable_companies()
-
-    def report_scope(self) -> CompanyScope:
-        """`reportable_companies` under its former name."""
-        return self.reportable_companies()
-
     # --- administration of DDIs and phone users -------------------------------------------
     @property
     def is_admin(self) -> bool:
@@ -133,6 +124,11 @@ class Principal:
     @property
     def may_report(self) -> bool:
         return self.system_admin or self.billing_summary or bool(self.reporting_for)
+
+    def may_report_on(self, company: str) -> bool:
+        """Whether the principal may read this company's billing counts."""
+        scope = self.reportable_companies()
+        return scope is None or company in scope
 
     def require_report(self) -> None:
         if not self.may_report:

@@ -145,7 +145,7 @@ def _restrict(
     """The scope restriction: (the fixed company, the companies to restrict to, whether nothing
     can match). A company filter, or a principal's only company, fixes the company; a filter
     outside the principal's grants matches nothing (silently: as if it had no rows)."""
-    visible = principal.admin_scope()
+    visible = principal.pickable_companies()
     if visible is None:
         return company, None, False
     if company is not None:

@@ -78,13 +78,13 @@ def day_detail(
         raise ValueError(f"unknown report kind {kind!r}")
     if (why := check_format("company", company)) is not None:
         raise Invalid(f"The company identifier {why}.", {"company": why})
+    assert isinstance(company, str)  # check_format passes nothing else
     day = _parse_day(day)
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     today = today or periods.today_in(tz)
     if day > today:
         raise Invalid("The requested day is in the future.", {"date": "in the future"})
-    scope = principal.report_scope()
-    if scope is not None and company not in scope:
+    if not principal.may_report_on(company):
         raise NotFound("No such company.")
     row = db.session.get(Company, company)
     if row is None:

@@ -35,7 +35,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import Over
 from sqlalchemy.sql.functions import FunctionElement
 
-from ..access import Principal
+from ..access import Principal, within
 from ..extensions import db
 from ..models import Company, HistoryInterval
 from . import periods, rollups
@@ -93,7 +93,7 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
     companies = _visible_companies(principal, request.companies)
-    everyone = principal.report_scope() is None and request.companies is None
+    everyone = principal.reportable_companies() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
     peaks = _peak_lists(kind, period, wanted) if companies else {}
     per_day_key, month_key = ANSWER_KEYS[kind]
@@ -122,10 +122,11 @@ def _per_day(total: int, days: int) -> float | int:
 
 
 def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[tuple[str, str]]:
-    query = select(Company.id, Company.name).order_by(Company.id)
-    visible = principal.report_scope()
-    if visible is not None:
-        query = query.where(Company.id.in_(sorted(visible)))
+    query = (
+        select(Company.id, Company.name)
+        .where(within(Company.id, principal.reportable_companies()))
+        .order_by(Company.id)
+    )
     if wanted is not None:
         query = query.where(Company.id.in_(sorted(set(wanted))))
     return [(row.id, row.name) for row in db.session.execute(query)]
