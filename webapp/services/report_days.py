@@ -19,7 +19,7 @@ from ..access import Principal
 from ..extensions import db
 from ..models import Company, HistoryInterval
 from . import companies as company_service
-from . import periods, rollups
+from . import day_peak, periods
 from .errors import Invalid, NotFound
 from .fields import ISO_DATE, check_format
 from .reports import ANSWER_KEYS, MIN_YEAR
@@ -154,14 +154,14 @@ def _parse_day(value: object) -> date:
 def _peak(
     clipped: list[tuple[str, datetime, datetime, bool, bool]], day_end: datetime, tz: ZoneInfo
 ) -> tuple[int, datetime | None]:
-    """The day's peak and the first instant it was reached, by rollups.sweep (the definition
+    """The day's peak and the first instant it was reached, by day_peak.sweep (the definition
     the report's numbers follow) over the clipped intervals' starts and the ends inside the
     day: every event falls within the one day, so it yields that day at most."""
     events = sorted(
         [(s, 1, True) for _, s, _, _, _ in clipped]
         + [(e, -1, True) for _, _, e, _, _ in clipped if e < day_end]
     )
-    found = next(rollups.sweep(events, tz), None)
+    found = next(day_peak.sweep(events, tz), None)
     if found is None or found.peak == 0:
         return 0, None
     return found.peak, found.peak_at

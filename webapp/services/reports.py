@@ -6,7 +6,7 @@ start (clamped to the period start) and a -1 event at its end; a running sum per
 ordered by time with ends before starts at the same instant (intervals are half-open), is the
 number active right after each event. A 0 event at each day's start carries the level into days
 without events. A day's peak is the largest running level among the events inside the day:
-rollups.sweep is the definition, this query its SQL equivalent for the report's fallback. The
+day_peak.sweep is the definition, this query its SQL equivalent for the report's fallback. The
 cost grows with the intervals touching the period plus companies x days.
 """
 
@@ -165,7 +165,7 @@ def scratch_peaks(
 
 
 def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) -> Select:
-    """The aggregate behind scratch_peaks (exposed for EXPLAIN in bench/): rollups.sweep, the
+    """The aggregate behind scratch_peaks (exposed for EXPLAIN in bench/): day_peak.sweep, the
     definition of a day's peak, in SQL.
 
     One sort and one window pass: the running sum is the level after each event, and the

@@ -16,7 +16,7 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
-`sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
+`day_peak.sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
 (report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
 fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
 path to the from-scratch computation on random histories.
@@ -25,9 +25,8 @@ path to the from-scratch computation on random histories.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Iterable
+from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
 from flask import current_app
@@ -37,7 +36,7 @@ from sqlalchemy.orm import Session
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..models import Company, DailyPeak, HistoryInterval, RollupState
-from . import audit, history, periods
+from . import audit, day_peak, history, periods
 
 KINDS = ("ddi", "user")
 
@@ -75,13 +74,13 @@ def record_changes(
 ) -> None:
     """Add one instant's interval ends and starts (one company per item) to the rollup.
 
-    The fast path: arithmetic on the company's latest row that gives what `sweep`, the definition,
-    would give for the history with these events added. Guarantees: afterwards the rows of every
-    company named equal what `rebuild` would compute from the history, provided the caller wrote
-    these intervals first and holds `lock_companies` for them. Does nothing while the rollup is not
-    built. Reading the state after the history write matters on PostgreSQL: a rebuild running
-    meanwhile holds the history table, so either it sees this change or this reads its finished
-    state.
+    The fast path: arithmetic on the company's latest row that gives what `day_peak.sweep`, the
+    definition, would give for the history with these events added. Guarantees: afterwards the
+    rows of every company named equal what `rebuild` would compute from the history, provided
+    the caller wrote these intervals first and holds `lock_companies` for them. Does nothing
+    while the rollup is not built. Reading the state after the history write matters on
+    PostgreSQL: a rebuild running meanwhile holds the history table, so either it sees this
+    change or this reads its finished state.
     """
     zone_name = built_zone(session, kind)
     if zone_name is None:
@@ -121,81 +120,6 @@ def record_changes(
             )
 
 
-@dataclass
-class DayPeak:
-    """One local day with events, as `sweep` finds it."""
-
-    day: date
-    peak: int
-    level: int  # after the day's last event
-    last_at: datetime  # the day's last event
-    peak_at: datetime  # the first instant at which `peak` was active (the day's start if it
-    # was active from the day's first instant on)
-
-    def reach(self, level: int, at: datetime) -> None:
-        if level > self.peak:
-            self.peak, self.peak_at = level, at
-
-
-class _Days:
-    """Local dates of naive UTC instants, remembering the last day's bounds: a company's events
-    come in time order, so most lookups need no time-zone conversion."""
-
-    def __init__(self, tz: ZoneInfo) -> None:
-        self.tz = tz
-        self.start = self.end = datetime.max
-        self.day = date.min
-
-    def of(self, at: datetime) -> tuple[date, datetime]:
-        if not (self.start <= at < self.end):
-            self.day = at.replace(tzinfo=UTC).astimezone(self.tz).date()
-            self.start = periods.local_midnight_utc(self.day, self.tz)
-            self.end = periods.local_midnight_utc(self.day + timedelta(days=1), self.tz)
-        return self.day, self.start
-
-
-def sweep(
-    events: list[tuple[datetime, int, bool]], tz: ZoneInfo, days: _Days | None = None
-) -> Iterator[DayPeak]:
-    """The definition of a day's peak: the largest number of records active at one instant
-    of the local day in `tz`, found by sweeping one company's events.
-
-    `events` are (naive UTC instant, +1 start / -1 end, real), sorted by instant with ends
-    first (intervals are half-open). The level after all of an instant's events is the number
-    active from that instant on; the level before a day's first event held from its midnight.
-    Yields one DayPeak per local day with a real event, in order. Unreal events are the clamped
-    starts of intervals open at a rebuild's first instant: they set the level carried into it
-    without making that day a day with events."""
-    days = days or _Days(tz)
-    level = 0
-    current: DayPeak | None = None
-    i, n = 0, len(events)
-    while i < n:
-        at = events[i][0]
-        before = level
-        real = False
-        while i < n and events[i][0] == at:
-            level += events[i][1]
-            real = real or events[i][2]
-            i += 1
-        if not real:
-            continue
-        day, day_start = days.of(at)
-        if current is None or current.day != day:
-            if current is not None:
-                yield current
-            # The level before this instant held from midnight on, unless this is midnight.
-            if at > day_start:
-                current = DayPeak(day, before, level, at, day_start)
-            else:
-                current = DayPeak(day, level, level, at, at)
-        current.reach(level, at)
-        current.level = level
-        current.last_at = at
-    if current is not None:
-        yield current
-
-
 def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo) -> int:
     """Recompute kind's rows from the history: for each company in `starts` from its date on,
     or, with `starts` None, everything (and record `tz` as the rollup's zone). Returns rows
@@ -215,11 +139,13 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
         groups = _by_company(session.execute(query), None)
     else:
         groups = _partial_groups(session, kind, starts, tz, real)
-    days = _Days(tz)
+    days = day_peak.LocalDays(tz)
     out: list[tuple[str, date, int, int, datetime]] = []
     for company, events in groups:
         events.sort(key=lambda e: (e[0], e[1]))
-        out += [(company, r.day, r.peak, r.level, r.last_at) for r in sweep(events, tz, days)]
+        out += [
+            (company, r.day, r.peak, r.level, r.last_at) for r in day_peak.sweep(events, tz, days)
+        ]
     # Written after the read has been consumed: one statement at a time on the connection.
     for i in range(0, len(out), 5000):
         session.execute(
