@@ -399,6 +399,9 @@ def test_report_adds_and_removes_companies_by_address(world):
     assert chosen(page, "company") == []
     assert page.select_one("#add_company")["hx-get"].startswith("/companies/suggest?for=reports")
 
+    # Show, with the picker left empty: the report's own address, as the links name it.
+    url = location(client.get("/reports/ddis?company=acme&add_company=&month=10&year=2026"))
+    assert url == "/reports/ddis?company=acme&month=10&year=2026"
     url = location(client.get("/reports/ddis?add_company=ACME&add=company&month=10&year=2026"))
     assert url == "/reports/ddis?company=acme&month=10&year=2026"
     url = location(client.get("/reports/ddis?company=initech&add_company=acme&month=10"))

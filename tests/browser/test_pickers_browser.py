@@ -109,3 +109,34 @@ def test_grants_remove_one_and_add_one_keeping_the_rest(live_server, factory, pa
     grants = grants_of("boss")
     assert grants["admin_of"] == ["globex", "initech"]
     assert grants["reporting_for"] == ["initech"]
+
+
+def test_report_add_companies_by_picking_and_remove_one(live_server, factory, page, sign_in):
+    factory.account("root", system_admin=True)
+    factory.company("acme", "Acme Telecom")
+    factory.company("globex", "Globex")
+    sign_in("root")
+    page.goto(f"{live_server}/reports/ddis")
+    wait_for_htmx(page)
+    chosen = page.locator("#company-chosen .chosen-id")
+    expect(chosen).to_have_count(0)
+
+    page.locator("#add_company").fill("acm")
+    page.get_by_role("option", name=re.compile("^acme")).click()  # added at once
+    expect(page).to_have_url(re.compile(r"/reports/ddis\?company=acme&month=\d+&year=\d+$"))
+    expect(chosen).to_have_text(["acme"])
+    expect(page.locator("table.calendar")).to_be_visible()
+
+    wait_for_htmx(page)
+    page.locator("#add_company").fill("GLO")
+    suggestions = page.get_by_role("listbox").get_by_role("option")
+    expect(suggestions).to_have_text([re.compile(r"^globex")])
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"\?company=acme&company=globex&month="))
+    expect(chosen).to_have_text(["acme", "globex"])
+    expect(page.locator("table.matrix")).to_be_visible()
+
+    page.get_by_role("button", name="Remove acme").click()
+    expect(page).to_have_url(re.compile(r"\?company=globex&month="))
+    expect(chosen).to_have_text(["globex"])

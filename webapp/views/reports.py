@@ -110,8 +110,7 @@ def _chosen(me: Principal) -> pickers.Chosen:
 
 
 def _chosen_url(kind: str, chosen: pickers.Chosen) -> str:
-    """After adding or removing a company: the report's own address, with `company`
-    parameters (and the month asked for)."""
+    """The report's address for the chosen companies and the month asked for."""
     args: dict[str, Any] = {k: v for k in ("month", "year") if (v := request.args.get(k, ""))}
     return url_for(f"reports.{_plural(kind)}", company=chosen.ids, **args)
 
@@ -120,7 +119,9 @@ def _page(kind: str):
     me = principal()
     me.require_report()  # Forbidden without report permission, before any parameter
     chosen = _chosen(me)
-    if chosen.ok and (pickers.pressed(request.args) or request.args.get("add_company", "").strip()):
+    if chosen.ok and (pickers.pressed(request.args) or "add_company" in request.args):
+        # The form was sent (Show, Add or a Remove): the report's own address, so its links
+        # and bookmarks stay the `company`, `month`, `year` they always were.
         return redirect(_chosen_url(kind, chosen))
     try:
         if not chosen.ok:
