@@ -355,7 +355,7 @@ def test_create_account_errors(world, factory):
 def test_edit_grants_is_audited(world, factory):
     browser = factory.browser("root")
     page = soup(browser.get("/admin/accounts/boss/grants"))
-    selected = [o["value"] for o in page.select("#admin_of option[selected]")]
+    selected = [i["value"] for i in page.select("#admin_of-chosen input[name=admin_of]")]
     assert selected == ["acme"]
     response = post(
         browser,
@@ -619,8 +619,9 @@ def test_a_company_admin_reads_only_its_companies_entries(world, factory):
     assert rows and {row[4] for row in rows} == {"acme"}
     assert "x.acme" in [row[2] for row in rows]
     assert table_rows(browser.get("/audit?company=globex")) == []
-    options = [o["value"] for o in soup(browser.get("/audit")).select("#company option")]
-    assert options == ["", "acme"]
+    # The company filter is a picker whose suggestions are its companies only.
+    suggestions = soup(browser.get("/companies/suggest?for=audit&q="))
+    assert [o["data-value"] for o in suggestions.select("[data-value]")] == ["acme"]
 
     principal = Principal(username="x", via="ui", billing_summary=True)
     with pytest.raises(Forbidden):
@@ -685,7 +686,7 @@ def test_hostile_text_is_escaped(world, factory):
         response,
         browser.get("/account/tokens"),
         browser.get("/audit"),
-        browser.get("/admin/accounts/new"),
+        browser.get("/companies/suggest?for=grants&q=evil"),  # the pickers' suggestions
     ):
         html = page.get_data(as_text=True)
         assert HOSTILE not in html and ESCAPED in html

@@ -161,6 +161,13 @@ def field_error(page: BeautifulSoup, name: str) -> str | None:
     return message.get_text(strip=True) if message else None
 
 
+def suggested(client, purpose: str, q: str = "") -> list[str]:
+    """The identifiers a company picker for `purpose` suggests to this client."""
+    response = client.get("/companies/suggest", query_string={"for": purpose, "q": q})
+    assert response.status_code == 200
+    return [b["data-value"] for b in soup(response).select("[role=option][data-value]")]
+
+
 def visible(rows, fields, companies) -> set[tuple[str, ...]]:
     return {tuple(r) for r in rows if dict(zip(fields, r, strict=True))["company"] in companies}
 
@@ -351,8 +358,10 @@ def test_lists_and_csv_hold_only_the_roles_companies(world, role):
         page = soup(client.get(path))
         assert set(table_rows(page)) == expected, path
         assert f"of {len(expected)}" in page.find(id="count").get_text(" ", strip=True)
-        options = [o["value"] for o in page.select("select#filter-company option") if o["value"]]
-        assert options == sorted(scope)
+        # The company filter is a picker: no list of companies in the page, and its
+        # suggestions hold only the role's companies.
+        assert page.select("select#filter-company, select[name=company]") == []
+        assert suggested(client, "records") == sorted(scope)
         response = client.get(path + ".csv")
         assert response.status_code == 200
         assert response.mimetype == "text/csv"
@@ -457,12 +466,7 @@ def test_filters_match_from_the_start_as_typed(world, path, filters):
     else:
         assert "Nothing matches" in count
     for name, value in filters.items():  # the form shows the view's state, so it can be shared
-        if name == "company":
-            assert page.select_one(f'select#filter-company option[value="{value}"]').has_attr(
-                "selected"
-            )
-        else:
-            assert page.find("input", attrs={"name": name})["value"] == value
+        assert page.find("input", attrs={"name": name})["value"] == value
     # The CSV download of this view holds the same rows, in the same order.
     link = page.find(id="csv-link")["href"]
     assert urlsplit(link).path == path + ".csv"
@@ -951,18 +955,20 @@ def test_create_with_htmx_answers_hx_redirect(world, kind):
 def test_company_admin_may_not_create_ddis_or_users_elsewhere(world):
     client = world.browser("cadmin")
     before = snapshot()
-    for path, values in (
-        ("/ddis/new", GOOD["ddi"]),
-        ("/users/new", {**GOOD["user"], "company": GLOBEX}),
-        ("/users/new", {**GOOD["user"], "company": INITECH}),
-    ):
-        response = post(client, path, values)
-        assert response.status_code == 403, path
-        assert "Not allowed" in title(soup(response))
+    response = post(client, "/ddis/new", GOOD["ddi"])
+    assert response.status_code == 403
+    assert "Not allowed" in title(soup(response))
+    # Another company is not one its picker knows: as if it did not exist.
+    for company in (GLOBEX, INITECH):
+        response = post(client, "/users/new", {**GOOD["user"], "company": company})
+        assert response.status_code == 400, company
+        page = soup(response)
+        assert field_error(page, "company") == "unknown company"
+        matches = page.select_one("#company-matches")
+        assert matches is None or company not in matches.get_text()
     assert snapshot() == before
-    # The company select offers only the companies it administers.
-    options = soup(client.get("/users/new")).select('select[name="company"] option')
-    assert [o["value"] for o in options] == [ACME]
+    # The company picker offers only the companies it administers.
+    assert suggested(client, "records") == [ACME]
 
 
 def test_edit_form_shows_key_fields_read_only(world):
@@ -976,10 +982,7 @@ def test_edit_form_shows_key_fields_read_only(world):
     assert form.find(attrs={"name": "dialcode"}) is None
     assert form.find(attrs={"name": "number"}) is None
     assert form.find("input", attrs={"name": "virt_exten"})["value"] == "100"
-    assert (
-        form.find("select", attrs={"name": "company"}).find("option", selected=True)["value"]
-        == ACME
-    )
+    assert form.find("input", attrs={"name": "company"})["value"] == ACME
     page = soup(client.get(f"{USER_URL[ACME]}/edit"))
     form = main_form(page)
     assert form.find("input", id="key-username").has_attr("readonly")
@@ -1073,10 +1076,10 @@ def test_company_admin_cannot_move_its_ddi_to_a_company_it_does_not_administer(w
             {"virt_exten": "100", "company": GLOBEX},
             htmx=htmx,
         )
-        assert response.status_code == 403
+        # Its company picker does not know another company: as if it did not exist.
+        assert response.status_code == 400
         assert "HX-Redirect" not in response.headers
-        if not htmx:
-            assert "Not allowed" in title(soup(response))
+        assert field_error(soup(response), "company") == "unknown company"
     assert snapshot() == before
 
 
@@ -1185,8 +1188,8 @@ def test_a_company_name_is_escaped(world):
     page = soup(response)
     assert not [s for s in page.find_all("script") if "alert" in (s.string or "")]
     assert all(s.has_attr("src") for s in page.find_all("script"))
-    assert (
-        "<script>alert(1)</script>"
-        in page.select_one('select#filter-company option[value="evil"]').get_text()
-    )
+    # The company picker's suggestions name it, escaped.
+    response = client.get("/companies/suggest?for=records&q=evil")
+    option = soup(response).select_one('[data-value="evil"]')
+    assert "<script>alert(1)</script>" in option.get_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html(response)

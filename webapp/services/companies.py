@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..access import CompanyScope, Principal, within
@@ -15,6 +15,7 @@ from ..models import Company, Ddi, PhoneUser
 from . import audit
 from .errors import Conflict, Invalid, NotFound
 from .fields import check_format
+from .record_query import on_postgresql, upper_bound
 
 MAX_NAME = 200
 
@@ -143,3 +144,114 @@ def get(principal: Principal, company_id: str) -> Company:
     if company is None:
         raise NotFound("No such company.")
     return company
+
+
+# --- company pickers ---------------------------------------------------------------------------
+PICKER_PURPOSES = ("records", "reports", "audit", "grants")
+SUGGESTIONS = 20  # at most this many suggestions as someone types
+CLOSEST = 5  # at most this many closest matches beside an unknown identifier
+MAX_TYPED = 200  # longer text matches nothing anyway (identifiers 64, names 200)
+
+
+def picker_scope(principal: Principal, purpose: str) -> CompanyScope:
+    """The companies a picker for `purpose` may offer: a record form's or list's (records), the
+    report choice's (reports), the audit filter's (audit), the grants' (every company).
+    Forbidden when the principal may not use that picker at all; Invalid for another purpose."""
+    if purpose == "records":
+        principal.require_admin()
+        return principal.pickable_companies()
+    if purpose == "reports":
+        principal.require_report()
+        return principal.reportable_companies()
+    if purpose == "audit":
+        principal.require_audit()
+        return principal.auditable_companies()
+    if purpose == "grants":
+        principal.require_system_admin("grant companies")
+        return None
+    raise Invalid(
+        "Say which picker this is for: records, reports, audit or grants.",
+        {"for": "must be one of " + ", ".join(PICKER_PURPOSES)},
+    )
+
+
+def _typed(text: object) -> str:
+    return text.strip().lower()[:MAX_TYPED] if isinstance(text, str) else ""
+
+
+def _suggest_in(scope: CompanyScope, text: str, limit: int) -> list[Company]:
+    visible = within(Company.id, scope)
+    if not text:
+        query = select(Company).where(visible).order_by(Company.id).limit(limit)
+        return list(db.session.scalars(query))
+    # Identifiers are lower-case a-z 0-9 . _ -, so a prefix of one is a range of the primary
+    # key (the LIKE keeps the range exact whatever the collation: see record_query).
+    starts = Company.id.startswith(text, autoescape=True)
+    prefix = [starts, visible]
+    if not on_postgresql():  # SQLite's binary order: the range is what an index seeks
+        prefix += [Company.id >= text, Company.id < upper_bound(text)]
+    found = list(
+        db.session.scalars(select(Company).where(*prefix).order_by(Company.id).limit(limit))
+    )
+    if len(found) < limit:  # then the rest of the rows, identifier or name containing it
+        contains = or_(
+            Company.id.contains(text, autoescape=True),
+            Company.name.icontains(text, autoescape=True),
+        )
+        query = (
+            select(Company)
+            .where(contains, visible, ~starts)
+            .order_by(Company.id)
+            .limit(limit - len(found))
+        )
+        found += db.session.scalars(query)
+    return found
+
+
+def suggest(
+    principal: Principal, purpose: str, text: object, limit: int = SUGGESTIONS
+) -> list[Company]:
+    """At most `limit` companies of the picker's scope (`picker_scope`) whose identifier or
+    name contains `text`, case-insensitively: identifier prefix matches first, then the others,
+    each by identifier. Empty text: the first companies by identifier."""
+    return _suggest_in(picker_scope(principal, purpose), _typed(text), limit)
+
+
+def find(principal: Principal, purpose: str, text: object) -> Company | None:
+    """The company of the picker's scope whose identifier is `text` (any case, spaces around
+    ignored), or None: an unknown company and one outside the scope are alike."""
+    scope = picker_scope(principal, purpose)
+    typed = _typed(text)
+    if not typed:
+        return None
+    query = select(Company).where(Company.id == typed, within(Company.id, scope))
+    return db.session.scalars(query).first()
+
+
+def closest(
+    principal: Principal, purpose: str, text: object, limit: int = CLOSEST
+) -> list[Company]:
+    """Companies of the picker's scope close to a mistyped identifier: the suggestions for the
+    text, else for a shorter start of it (one character less, half, the first character),
+    else none: at most 8 queries, however long the text."""
+    scope = picker_scope(principal, purpose)
+    typed = _typed(text)
+    n = len(typed)
+    if not n:
+        return []
+    for length in sorted({n, n - 1, n // 2, 1}, reverse=True):
+        if length >= 1 and (found := _suggest_in(scope, typed[:length], limit)):
+            return found
+    return []
+
+
+def named(principal: Principal, purpose: str, ids: list[str]) -> dict[str, str]:
+    """{identifier: name} of those of `ids` the picker for `purpose` may offer (others are
+    left out, unknown or not)."""
+    if not ids:
+        return {}
+    scope = picker_scope(principal, purpose)
+    query = select(Company.id, Company.name).where(
+        Company.id.in_(sorted(set(ids))), within(Company.id, scope)
+    )
+    return {row.id: row.name for row in db.session.execute(query)}

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from flask import Blueprint, flash, redirect, render_template, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 from flask_wtf import FlaskForm
+from werkzeug.datastructures import MultiDict
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
 from ..security import NO_STORE
 from ..services import accounts, companies, signin
 from ..services.errors import ServiceError
+from . import pickers
 from .common import principal
 from .forms import ConfirmForm, form_error
 
@@ -80,8 +82,30 @@ def company_rename(company_id: str):
 # --- accounts ----------------------------------------------------------------------------------
 
 
-def _company_choices() -> list[tuple[str, str]]:
-    return [(c.id, f"{c.id} ({c.name})") for c in companies.visible(principal())]
+GRANT_LISTS = ("admin_of", "reporting_for")
+
+
+def _choosers(form: GrantsForm) -> dict[str, pickers.Chosen]:
+    """The grants' two company lists as this request leaves them: a remove button pressed, a
+    company typed into a list's picker (`add_<list>`). Sets them as the form's data."""
+    values = request.form if request.method == "POST" else MultiDict()
+    choosers = {}
+    for name in GRANT_LISTS:
+        f = getattr(form, name)
+        choosers[name] = pickers.choose(principal(), "grants", name, f.data or [], values)
+        f.data = choosers[name].ids
+    return choosers
+
+
+def _reshow(choosers: dict[str, pickers.Chosen]) -> int | None:
+    """The status to show the form (again) with instead of saving it: 200 for a GET or after
+    an add or remove button, 400 for a company typed into a picker that names none; None when
+    the form is to be saved."""
+    if request.method != "POST":
+        return 200
+    if not all(c.ok for c in choosers.values()):
+        return 400
+    return 200 if pickers.pressed(request.form) else None
 
 
 class Grants(TypedDict):
@@ -93,11 +117,11 @@ class Grants(TypedDict):
 
 class GrantsForm(FlaskForm):
     system_admin = BooleanField("System-Admin", description="Everything, every company.")
+    # Company pickers (views/pickers.py): the chosen companies come as the list, repeated.
     admin_of = SelectMultipleField(
         "Company-Admin of",
         validate_choice=False,  # the service says which company does not exist
-        description="DDIs and phone users of these companies. Ctrl/Cmd+click picks several.",
-        render_kw={"size": 6},
+        description="DDIs and phone users of these companies.",
     )
     billing_summary = BooleanField(
         "Billing Call-Summary", description="Both reports, every company."
@@ -106,7 +130,6 @@ class GrantsForm(FlaskForm):
         "Billing/Call Reporting for",
         validate_choice=False,
         description="Both reports, only these companies.",
-        render_kw={"size": 6},
     )
 
     def grants(self) -> Grants:
@@ -148,9 +171,9 @@ def account_new():
     me = principal()
     me.require_system_admin("create accounts")  # before listing companies for the form
     form = AccountForm()
-    form.admin_of.choices = form.reporting_for.choices = _company_choices()
-    status = 200
-    if form.validate_on_submit():
+    choosers = _choosers(form)
+    status = _reshow(choosers)
+    if status is None and form.validate_on_submit():
         try:
             new = accounts.create(
                 me, form.username.data or "", form.password.data or None, **form.grants()
@@ -168,7 +191,8 @@ def account_new():
                 )
             flash(f"Account {form.username.data} created.", "success")
             return redirect(url_for("admin.accounts"))
-    return render_template("admin/account_new.html", form=form), status
+    html = render_template("admin/account_new.html", form=form, choosers=choosers)
+    return html, status or 200
 
 
 @bp.route("/accounts/<username>/grants", methods=["GET", "POST"])
@@ -177,9 +201,9 @@ def account_grants(username: str):
     me = principal()
     account = accounts.get(me, username)
     form = GrantsForm(data=accounts.grants_of(account))
-    form.admin_of.choices = form.reporting_for.choices = _company_choices()
-    status = 200
-    if form.validate_on_submit():
+    choosers = _choosers(form)
+    status = _reshow(choosers)
+    if status is None and form.validate_on_submit():
         try:
             accounts.set_grants(me, username, **form.grants())
         except ServiceError as exc:
@@ -187,7 +211,8 @@ def account_grants(username: str):
         else:
             flash(f"Grants of {username} saved.", "success")
             return redirect(url_for("admin.accounts"))
-    return render_template("admin/account_grants.html", account=account, form=form), status
+    context = {"account": account, "form": form, "choosers": choosers}
+    return render_template("admin/account_grants.html", **context), status or 200
 
 
 @bp.route("/accounts/<username>/password", methods=["GET", "POST"])

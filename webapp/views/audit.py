@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from flask import Blueprint, render_template, request
 from flask_login import login_required
-from wtforms import Form, SelectField, StringField
+from wtforms import Form, StringField
 
-from ..services import audit, companies
-from ..services.errors import ServiceError
+from ..access import Principal
+from ..services import audit
+from ..services.errors import Invalid, ServiceError
+from . import pickers
 from .common import is_htmx, page_args, principal
 from .forms import form_error
 
@@ -25,7 +27,7 @@ FILTERS = ("actor", "target", "company", "date_from", "date_to")
 class FilterForm(Form):
     actor = StringField("Actor", description="Exact username.")
     target = StringField("Target contains")
-    company = SelectField("Company", validate_choice=False)
+    company = StringField("Company")  # a company picker (views/pickers.py)
     date_from = StringField("From", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
     date_to = StringField("To", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
 
@@ -35,22 +37,31 @@ def _partial_only() -> bool:
     return is_htmx() and request.headers.get("HX-History-Restore-Request") != "true"
 
 
+def _company_filter(me: Principal, form: FilterForm) -> None:
+    """Read the company filter's picker: an identifier in any case names its company; Invalid
+    for one the picker does not know (its closest matches go on the field)."""
+    typed = (form.company.data or "").strip()
+    if not typed:
+        return
+    picked = pickers.resolve(me, "audit", typed)
+    if not pickers.on_field(form.company, picked, message=False):  # form_error says it
+        raise Invalid(f"Company: {picked.error}.", {"company": picked.error or ""})
+
+
 @bp.get("")
 @login_required
 def index():
     me = principal()
     form = FilterForm(request.args)
-    filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
     page = request.args.get("page", 1, type=int)
     status = 200
     try:
+        _company_filter(me, form)
+        filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
         rows, total = audit.search(me, **filters, page=page, per_page=PER_PAGE)
     except ServiceError as exc:
         status = form_error(form, exc, on_form=(400,))
         rows, total = [], 0
-    form.company.choices = [("", "Any company")] + [
-        (c.id, c.id) for c in companies.listed(me.auditable_companies())
-    ]
     context = {
         "form": form,
         "rows": rows,

@@ -27,11 +27,12 @@ from flask import (
 )
 from flask_login import login_required
 from flask_wtf import FlaskForm
-from wtforms import SelectField, StringField
+from wtforms import StringField
 
 from ..access import Principal
-from ..services import companies, ddis, listing, phone_users, record_query, records
+from ..services import ddis, listing, phone_users, record_query, records
 from ..services.errors import Invalid, ServiceError
+from . import pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise
 from .forms import form_error
@@ -75,18 +76,19 @@ class RecordForm(FlaskForm):
     number = StringField("Number")
     username = StringField("Username")
     virt_exten = StringField("Extension")
-    company = SelectField("Company", validate_choice=False)
-
-
-def _company_choices(p: Principal) -> list[tuple[str, str]]:
-    return [(c.id, f"{c.id} — {c.name}") for c in companies.listed(p.pickable_companies())]
+    company = StringField("Company")  # a company picker: no company until one is typed
 
 
 def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
     form = RecordForm()
-    form.company.choices = _company_choices(p)
     form.visible_fields = fields
     return form
+
+
+def _picked_company(p: Principal, form: RecordForm) -> bool:
+    """Read the form's company picker (required); False when it shows a message instead."""
+    picked = pickers.resolve(p, "records", form.company.data, required=True)
+    return pickers.on_field(form.company, picked)
 
 
 def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
@@ -123,6 +125,18 @@ def _query(screen: Screen) -> dict[str, Any]:
     return state
 
 
+def _company_filter(p: Principal, state: dict[str, Any]) -> pickers.Picked:
+    """The company filter as its picker reads it: an identifier in any case names its company
+    (the filter then holds the identifier); an unknown one is the picker's message."""
+    typed = state["filters"].get("company", "")
+    if not typed:
+        return pickers.Picked("")
+    picked = pickers.resolve(p, "records", typed)
+    if picked.company is not None:
+        state["filters"]["company"] = picked.company
+    return picked
+
+
 def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, count=True):
     """One page of the list as the query string describes it; filters match from the start,
     as someone typing expects."""
@@ -145,7 +159,10 @@ def _list(screen: Screen):
     p = principal()
     state = _query(screen)
     error, status = None, 200
+    picked = _company_filter(p, state)
     try:
+        if picked.error:  # a company the picker does not know: its message and closest matches
+            raise Invalid(picked.error, {"company": picked.error})
         page = _read(p, screen, state, PER_PAGE)
     except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
         p.require_admin()
@@ -158,7 +175,7 @@ def _list(screen: Screen):
         "error": error,
         "per_page": PER_PAGE,
         "may_create": records.may_create_delete(p, screen.kind),
-        "companies": _company_choices(p),
+        "company_picked": picked,
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
@@ -243,6 +260,8 @@ def _create(screen: Screen):
     records.require_create_delete(p, screen.kind, "create")
     form = _form(p, screen, screen.kind.fields)
     if request.method == "POST" and form.validate_on_submit():
+        if not _picked_company(p, form):
+            return _render_form(screen, form, "create", status=400)
         values = _values(form, screen.kind.fields)
         try:
             screen.service.create(p, values)
@@ -262,6 +281,8 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
         form.virt_exten.data = record["virt_exten"]
         form.company.data = record["company"]
     elif form.validate_on_submit():
+        if not _picked_company(p, form):
+            return _render_form(screen, form, action, record, status=400)
         values = _values(form, ("virt_exten", "company"))
         try:
             if action == "link":

@@ -15,11 +15,21 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from flask import Blueprint, current_app, make_response, render_template, request, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import login_required
 
+from ..access import Principal
 from ..services import periods, report_days, report_query, reports
 from ..services.errors import Invalid
+from . import pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise
 from .errors import error_page
@@ -90,25 +100,45 @@ def _typed(name: str, fallback: int, low: int, high: int) -> int:
     return fallback
 
 
+def _chosen(me: Principal) -> pickers.Chosen:
+    """The report's companies (`company`, repeated) as a chosen list: those it may report on
+    (others are left out, as the report leaves them out), less a removed one, plus the one
+    typed into the picker (`add_company`)."""
+    chosen = pickers.choose(me, "reports", "company", request.args.getlist("company"), request.args)
+    chosen.ids = [c for c in chosen.ids if c in chosen.names]
+    return chosen
+
+
+def _chosen_url(kind: str, chosen: pickers.Chosen) -> str:
+    """The report's address for the chosen companies and the month asked for."""
+    args: dict[str, Any] = {k: v for k in ("month", "year") if (v := request.args.get(k, ""))}
+    return url_for(f"reports.{_plural(kind)}", company=chosen.ids, **args)
+
+
 def _page(kind: str):
     me = principal()
-    choices = report_days.reportable_companies(me)  # Forbidden without report permission
+    me.require_report()  # Forbidden without report permission, before any parameter
+    chosen = _chosen(me)
+    if chosen.ok and (pickers.pressed(request.args) or "add_company" in request.args):
+        # The form was sent (Show, Add or a Remove): the report's own address, so its links
+        # and bookmarks stay the `company`, `month`, `year` they always were.
+        return redirect(_chosen_url(kind, chosen))
     try:
+        if not chosen.ok:
+            raise Invalid(f"Company '{chosen.picked.text}': {chosen.picked.error}.")
         result = _resolve(kind)
     except Invalid as exc:
         tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
         today = periods.today_in(tz)
-        ids = {c.id for c in choices}
-        kept = [c for c in request.args.getlist("company") if c in ids]
         # Keep what was asked for in the pickers, so it can be corrected, where it is a number.
         year = _typed("year", today.year, 1, 9999)
         month = _typed("month", today.month, 1, 12)
-        context = _picker_context(kind, choices, today, year, month, kept)
+        context = _picker_context(kind, chosen, today, year, month, chosen.ids)
         html = render_template("reports/report.html", error=_message(exc), **context)
         return html, 400
     period = result.period
     context = _picker_context(
-        kind, choices, result.today, period.year, period.month, result.selected
+        kind, chosen, result.today, period.year, period.month, result.selected
     )
     args: dict[str, Any] = {"company": result.selected} if result.selected else {}
     earlier = _month_shift(period.year, period.month, -1)
