@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
+from ..factories import ACME
 from ..pages import SIGNED_OUT, add_page_records, page_paths
+from .conftest import wait_for_htmx
 
 pytestmark = pytest.mark.slow  # a real browser
 
@@ -70,4 +72,32 @@ def test_no_serious_or_critical_violation_on_any_page(world, live_server, page, 
         scan(page, f"{live_server}{path}", name, problems)
     assert not problems, f"axe-core at {width}:\n" + "\n".join(
         f"  {page}:\n    " + "\n    ".join(found) for page, found in problems.items()
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_serious_or_critical_violation_after_swaps(world, live_server, page, sign_in, width):
+    """What htmx swaps into a page: the list with an inline form showing a field error, and a
+    month calendar with a day's drill-down open."""
+    page.set_viewport_size(WIDTHS[width])
+    sign_in("root")
+    problems: dict[str, list[str]] = {}
+
+    page.get_by_role("link", name="Edit").first.click()
+    panel = page.locator("#panel")
+    panel.get_by_label("Extension").fill("12a")
+    panel.get_by_role("button", name="Save").click()
+    expect(panel.locator("#virt_exten-error")).to_be_visible()
+    if found := violations(page):
+        problems["DDI list, edit form with an error"] = found
+
+    page.goto(f"{live_server}/reports/ddis?company={ACME}")
+    wait_for_htmx(page)
+    page.locator("table.calendar a.day").last.click()
+    expect(panel.locator(".day-detail")).to_be_visible()
+    if found := violations(page):
+        problems["DDI calendar, a day open"] = found
+
+    assert not problems, f"axe-core at {width}:\n" + "\n".join(
+        f"  {name}:\n    " + "\n    ".join(found) for name, found in problems.items()
     )
