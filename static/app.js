@@ -1,0 +1,97 @@
+/* telephony-admin: where focus goes after htmx swaps part of a page, and what is announced.
+   A file of its own because the Content-Security-Policy forbids inline scripts.
+
+   After a swap, focus moves into the region that changed, to the first of:
+     [data-focus]           an element the server marks (the new or changed row),
+     [aria-invalid="true"]  the first field with an error after a failed form,
+     [autofocus]            the first field of a form just opened,
+     the region itself      (made focusable with tabindex="-1").
+   Except while the user types or chooses in a field that filters as they go (the swap was
+   triggered by input/change/search): focus stays in that field, and the list's count line is
+   announced through the polite live region #announcer instead.
+   On a page load after a redirect (a form saved), focus goes to its confirmation message. */
+(function () {
+  "use strict";
+
+  var KEEP_FOCUS_EVENTS = { input: true, change: true, keyup: true, search: true };
+  var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
+  var handled = new WeakSet();
+
+  function focusLost() {
+    var active = document.activeElement;
+    return !active || active === document.body || !active.isConnected;
+  }
+
+  function focusOn(el) {
+    if (!el.matches(FOCUSABLE)) {
+      el.setAttribute("tabindex", "-1");
+    }
+    el.focus({ preventScroll: false });
+  }
+
+  function focusTarget(region) {
+    return (
+      region.querySelector("[data-focus]") ||
+      region.querySelector('[aria-invalid="true"]') ||
+      region.querySelector("[autofocus]") ||
+      region
+    );
+  }
+
+  /* The region's count line (e.g. "Showing 1–50 of 1,204"), without its links. */
+  function countText(region) {
+    var line = region.querySelector("[data-announce], .count");
+    if (!line) {
+      return "";
+    }
+    var copy = line.cloneNode(true);
+    copy.querySelectorAll("a").forEach(function (a) {
+      a.remove();
+    });
+    return copy.textContent.replace(/\s+/g, " ").replace(/[\s·]+$/, "").trim();
+  }
+
+  function announce(text) {
+    var live = document.getElementById("announcer");
+    if (!live || !text) {
+      return;
+    }
+    // Emptied first so the same words twice in a row are still read out.
+    live.textContent = "";
+    window.setTimeout(function () {
+      live.textContent = text;
+    }, 100);
+  }
+
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    var detail = evt.detail || {};
+    var key = detail.xhr || detail.requestConfig;
+    // afterSettle fires once per swapped element (an outerHTML swap, out-of-band parts):
+    // act once per response.
+    if (!key || handled.has(key)) {
+      return;
+    }
+    handled.add(key);
+    var region = detail.target && detail.target.isConnected ? detail.target : evt.target;
+    if (!region || !region.isConnected) {
+      return;
+    }
+    var config = detail.requestConfig || {};
+    var trigger = config.triggeringEvent;
+    var typing = !trigger || KEEP_FOCUS_EVENTS[trigger.type];
+    if (!typing || focusLost()) {
+      focusOn(focusTarget(region));
+    }
+    announce(countText(region));
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!focusLost() || document.querySelector("[autofocus]")) {
+      return;
+    }
+    var message = document.querySelector("#flashes .flash");
+    if (message) {
+      focusOn(message);
+    }
+  });
+})();

@@ -1,0 +1,103 @@
+"""axe-core on every page (the one table in tests/pages.py) at desktop and phone width: no
+violation of impact serious or critical (docs/pages.md, "Rules for every page").
+
+axe-core comes from the pinned dev dependency axe-playwright-python, which ships axe.min.js and
+evaluates it in the page through the DevTools protocol (so the Content-Security-Policy, which
+forbids inline scripts, does not get in the way). Nothing is fetched at run time: the scan
+asserts the page made no request while axe ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Page, expect
+
+from ..factories import ACME
+from ..pages import SIGNED_OUT, add_page_records, page_paths
+from .conftest import wait_for_htmx
+
+pytestmark = pytest.mark.slow  # a real browser
+
+WIDTHS = {
+    "1280px": {"width": 1280, "height": 800},
+    "390px": {"width": 390, "height": 844},
+}
+BLOCKING = ("serious", "critical")
+AXE = Axe()
+
+
+@pytest.fixture
+def world(world):
+    add_page_records(world)
+    return world
+
+
+def violations(page: Page) -> list[str]:
+    """The serious and critical violations on the page, as 'rule (impact): targets' lines."""
+    requests: list[str] = []
+
+    def record(request) -> None:
+        requests.append(request.url)
+
+    page.on("request", record)
+    results = AXE.run(page).response
+    page.remove_listener("request", record)
+    assert requests == [], f"axe-core made requests: {requests}"
+    found = []
+    for v in results["violations"]:
+        if v["impact"] in BLOCKING:
+            targets = "; ".join(" ".join(map(str, node["target"])) for node in v["nodes"])
+            found.append(f"{v['id']} ({v['impact']}): {targets}")
+    return found
+
+
+def scan(page: Page, url: str, name: str, problems: dict[str, list[str]]) -> None:
+    response = page.goto(url)
+    assert response is not None
+    page.wait_for_load_state("load")
+    found = violations(page)
+    if found:
+        problems[f"{name} ({url})"] = found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_serious_or_critical_violation_on_any_page(world, live_server, page, sign_in, width):
+    page.set_viewport_size(WIDTHS[width])
+    problems: dict[str, list[str]] = {}
+    for name, path in SIGNED_OUT.items():
+        scan(page, f"{live_server}{path}", name, problems)
+    sign_in("root")
+    for name, path in page_paths().items():
+        scan(page, f"{live_server}{path}", name, problems)
+    assert not problems, f"axe-core at {width}:\n" + "\n".join(
+        f"  {page}:\n    " + "\n    ".join(found) for page, found in problems.items()
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_serious_or_critical_violation_after_swaps(world, live_server, page, sign_in, width):
+    """What htmx swaps into a page: the list with an inline form showing a field error, and a
+    month calendar with a day's drill-down open."""
+    page.set_viewport_size(WIDTHS[width])
+    sign_in("root")
+    problems: dict[str, list[str]] = {}
+
+    page.get_by_role("link", name="Edit").first.click()
+    panel = page.locator("#panel")
+    panel.get_by_label("Extension").fill("12a")
+    panel.get_by_role("button", name="Save").click()
+    expect(panel.locator("#virt_exten-error")).to_be_visible()
+    if found := violations(page):
+        problems["DDI list, edit form with an error"] = found
+
+    page.goto(f"{live_server}/reports/ddis?company={ACME}")
+    wait_for_htmx(page)
+    page.locator("table.calendar a.day").last.click()
+    expect(panel.locator(".day-detail")).to_be_visible()
+    if found := violations(page):
+        problems["DDI calendar, a day open"] = found
+
+    assert not problems, f"axe-core at {width}:\n" + "\n".join(
+        f"  {name}:\n    " + "\n    ".join(found) for name, found in problems.items()
+    )

@@ -1,0 +1,87 @@
+"""Every page of the app in one table, for the checks that must hold on all of them: exactly
+one h1 (tests/test_headings.py) and no serious or critical axe-core violation at desktop and
+phone width (tests/browser/test_axe.py).
+
+A new page is one more line in PAGES. Paths are str.format templates: `{token}` (the
+System-Admin's API token id) and `{today}` (ISO date) are filled in by `page_paths`; the
+records they name are made by `add_page_records`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+
+from webapp.extensions import db
+from webapp.models import Account, ApiToken
+
+from .factories import ACME, World
+
+DIALCODE, NUMBER = "44", "2071000001"
+PHONE_USER = "alice"
+ACCOUNT = "cadmin"  # an account of the world, for the per-account admin pages
+DDI = f"/ddis/{DIALCODE}/{NUMBER}"
+USER = f"/users/{ACME}/{PHONE_USER}"
+
+# Signed in as the System-Admin: name -> path.
+# fmt: off
+PAGES: dict[str, str] = {
+    "DDI list":                  "/ddis",
+    "DDI list, filtered":        f"/ddis?company={ACME}&number=207",
+    "new DDI":                   "/ddis/new",
+    "edit DDI":                  f"{DDI}/edit",
+    "link DDI":                  f"{DDI}/link",
+    "delete DDI":                f"{DDI}/delete",
+    "phone users":               "/users",
+    "new phone user":            "/users/new",
+    "edit phone user":           f"{USER}/edit",
+    "delete phone user":         f"{USER}/delete",
+    "DDI counts, all companies": "/reports/ddis",
+    "DDI counts, one company":   f"/reports/ddis?company={ACME}",
+    "DDI counts, one day":       f"/reports/ddis/day?company={ACME}&date={{today}}",
+    "user counts, all":          "/reports/users",
+    "user counts, one company":  f"/reports/users?company={ACME}",
+    "user counts, one day":      f"/reports/users/day?company={ACME}&date={{today}}",
+    "companies":                 "/admin/companies",
+    "rename company":            f"/admin/companies/{ACME}/rename",
+    "accounts":                  "/admin/accounts",
+    "new account":               "/admin/accounts/new",
+    "account grants":            f"/admin/accounts/{ACCOUNT}/grants",
+    "reset password":            f"/admin/accounts/{ACCOUNT}/password",
+    "disable account":           f"/admin/accounts/{ACCOUNT}/disable",
+    "API tokens":                "/account/tokens",
+    "revoke token":              "/account/tokens/{token}/revoke",
+    "audit log":                 "/audit",
+    "audit log, filtered":       f"/audit?company={ACME}",
+    "error page (404)":          "/no-such-page",
+}
+# fmt: on
+
+# Signed out.
+SIGNED_OUT: dict[str, str] = {
+    "sign in": "/login",
+}
+
+# Routed GET addresses that are no page (besides /rest/, /static/ and .csv downloads).
+NOT_PAGES: dict[str, str] = {
+    "/": "redirects to a page",
+    "/healthz": "health check for load balancers, not HTML",
+}
+
+
+def add_page_records(world: World) -> None:
+    """The records the pages above name: a DDI and a phone user of ACME (through the real
+    services, so they have history, daily peaks and audit entries)."""
+    world.factory.ddi(DIALCODE, NUMBER, ACME, "100")
+    world.factory.user(PHONE_USER, ACME, "200")
+
+
+def page_paths(username: str = "root") -> dict[str, str]:
+    """PAGES with their placeholders filled in for `username` (whose token is revoked)."""
+    token = db.session.scalar(
+        select(ApiToken.id).join(Account).where(Account.username == username).limit(1)
+    )
+    db.session.rollback()
+    values = {"token": token, "today": datetime.now(UTC).date().isoformat()}
+    return {name: path.format(**values) for name, path in PAGES.items()}
