@@ -67,6 +67,7 @@ SIGNED_OUT: dict[str, str] = {
 NOT_PAGES: dict[str, str] = {
     "/": "redirects to a page",
     "/healthz": "health check for load balancers, not HTML",
+    "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
 }
 
 
