@@ -161,7 +161,12 @@
     if (!lastChooser) return;
     var field = document.getElementById("add_" + lastChooser);
     lastChooser = null;
-    if (field) field.focus();
+    // Marked as well as focused: static/app.js, which settles focus after every swap, then
+    // keeps it here instead of moving it to the swapped region.
+    if (field) {
+      field.setAttribute("data-focus", "");
+      field.focus();
+    }
   });
 
   function ready() {
