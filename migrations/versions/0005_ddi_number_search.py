@@ -1,0 +1,95 @@
+"""ddi number search and numeric extension order
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-23 17:30:00
+
+- ddis.number_reversed: the number's digits reversed, so a search by the end of the number
+  ("4567") is an index range (a prefix of the reversed digits), for every company and for one.
+  Existing rows are filled in batches of ids; SQLite has no reverse(), so the migration
+  registers one on its connection.
+- The list pages sort extensions numerically (130 before 1017): the (company, extension)
+  indexes are replaced by indexes on the same expressions the queries order by
+  (models.extension_order: digits without leading zeros, counted, then those digits, then the
+  text).
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+BATCH = 50_000
+
+
+def _extension_order(column: str) -> list:
+    # As webapp.models.extension_order builds it, on a column named by text.
+    stripped = f"ltrim({column}, '0')"
+    return [sa.text(f"length({stripped})"), sa.text(stripped), sa.text(column)]
+
+
+def _backfill() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name == "sqlite":
+        raw = bind.connection.driver_connection
+        raw.create_function("reverse", 1, lambda s: None if s is None else s[::-1])
+    low, high = bind.execute(sa.text("SELECT min(id), max(id) FROM ddis")).one()
+    if low is None:
+        return
+    for start in range(low, high + 1, BATCH):
+        bind.execute(
+            sa.text(
+                "UPDATE ddis SET number_reversed = reverse(number) WHERE id >= :a AND id < :b"
+            ),
+            {"a": start, "b": start + BATCH},
+        )
+
+
+def upgrade():
+    with op.batch_alter_table("ddis", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("number_reversed", sa.String(length=15), nullable=True))
+    _backfill()
+    with op.batch_alter_table("ddis", schema=None) as batch_op:
+        batch_op.alter_column(
+            "number_reversed", existing_type=sa.String(length=15), nullable=False
+        )
+        batch_op.create_index("ix_ddis_number_reversed", ["number_reversed"], unique=False)
+        batch_op.create_index(
+            "ix_ddis_company_number_reversed", ["company", "number_reversed"], unique=False
+        )
+        batch_op.drop_index("ix_ddis_company_virt_exten")
+    op.create_index(
+        "ix_ddis_company_virt_exten_numeric",
+        "ddis",
+        [sa.text("company"), *_extension_order("virt_exten"), sa.text("dialcode"), sa.text("number")],
+        unique=False,
+    )
+    with op.batch_alter_table("phone_users", schema=None) as batch_op:
+        batch_op.drop_index("ix_phone_users_company_virt_exten")
+    op.create_index(
+        "ix_phone_users_company_virt_exten_numeric",
+        "phone_users",
+        [sa.text("company"), *_extension_order("virt_exten"), sa.text("username")],
+        unique=False,
+    )
+
+
+def downgrade():
+    op.drop_index("ix_phone_users_company_virt_exten_numeric", table_name="phone_users")
+    with op.batch_alter_table("phone_users", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_phone_users_company_virt_exten", ["company", "virt_exten", "username"], unique=False
+        )
+    op.drop_index("ix_ddis_company_virt_exten_numeric", table_name="ddis")
+    with op.batch_alter_table("ddis", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_ddis_company_virt_exten",
+            ["company", "virt_exten", "dialcode", "number"],
+            unique=False,
+        )
+        batch_op.drop_index("ix_ddis_company_number_reversed")
+        batch_op.drop_index("ix_ddis_number_reversed")
+        batch_op.drop_column("number_reversed")
