@@ -130,9 +130,12 @@ class Ddi(Model):
         Index("ix_ddis_company_dialcode_number", "company", "dialcode", "number"),
         Index("ix_ddis_company_number_dialcode", "company", "number", "dialcode"),
         # Number search by the end of the number (record_query, q): a prefix of the reversed
-        # digits, every company's and one company's (migration 0005).
-        Index("ix_ddis_number_reversed", "number_reversed"),
-        Index("ix_ddis_company_number_reversed", "company", "number_reversed"),
+        # digits, every company's and one company's (migration 0005). With the key, a search's
+        # count reads the index alone.
+        Index("ix_ddis_number_reversed", "number_reversed", "dialcode", "number"),
+        Index(
+            "ix_ddis_company_number_reversed", "company", "number_reversed", "dialcode", "number"
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -158,8 +161,21 @@ class PhoneUser(Model):
     virt_exten: Mapped[str] = mapped_column(String(10))
 
 
-# One company's list sorted by extension, in numeric order (extension_order; migration 0005);
-# the unique constraints serve the other orders.
+# The list sorted by extension, in numeric order (extension_order; migration 0005): every
+# company's (a System-Admin's list) and one company's; the unique constraints and the indexes
+# above serve the other orders.
+Index(
+    "ix_ddis_virt_exten_numeric",
+    *extension_order(Ddi.__table__.c.virt_exten),
+    Ddi.dialcode,
+    Ddi.number,
+)
+Index(
+    "ix_phone_users_virt_exten_numeric",
+    *extension_order(PhoneUser.__table__.c.virt_exten),
+    PhoneUser.company,
+    PhoneUser.username,
+)
 Index(
     "ix_ddis_company_virt_exten_numeric",
     Ddi.company,

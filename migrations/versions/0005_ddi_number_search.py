@@ -11,7 +11,7 @@ Create Date: 2026-11-23 17:30:00
 - The list pages sort extensions numerically (130 before 1017): the (company, extension)
   indexes are replaced by indexes on the same expressions the queries order by
   (models.extension_order: digits without leading zeros, counted, then those digits, then the
-  text).
+  text), one per company and one across companies (a System-Admin's list).
 """
 
 import sqlalchemy as sa
@@ -56,11 +56,21 @@ def upgrade():
         batch_op.alter_column(
             "number_reversed", existing_type=sa.String(length=15), nullable=False
         )
-        batch_op.create_index("ix_ddis_number_reversed", ["number_reversed"], unique=False)
         batch_op.create_index(
-            "ix_ddis_company_number_reversed", ["company", "number_reversed"], unique=False
+            "ix_ddis_number_reversed", ["number_reversed", "dialcode", "number"], unique=False
+        )
+        batch_op.create_index(
+            "ix_ddis_company_number_reversed",
+            ["company", "number_reversed", "dialcode", "number"],
+            unique=False,
         )
         batch_op.drop_index("ix_ddis_company_virt_exten")
+    op.create_index(
+        "ix_ddis_virt_exten_numeric",
+        "ddis",
+        [*_extension_order("virt_exten"), sa.text("dialcode"), sa.text("number")],
+        unique=False,
+    )
     op.create_index(
         "ix_ddis_company_virt_exten_numeric",
         "ddis",
@@ -70,6 +80,12 @@ def upgrade():
     with op.batch_alter_table("phone_users", schema=None) as batch_op:
         batch_op.drop_index("ix_phone_users_company_virt_exten")
     op.create_index(
+        "ix_phone_users_virt_exten_numeric",
+        "phone_users",
+        [*_extension_order("virt_exten"), sa.text("company"), sa.text("username")],
+        unique=False,
+    )
+    op.create_index(
         "ix_phone_users_company_virt_exten_numeric",
         "phone_users",
         [sa.text("company"), *_extension_order("virt_exten"), sa.text("username")],
@@ -77,13 +93,21 @@ def upgrade():
     )
 
 
+    # Fresh statistics for the new column and indexes, so the planner weighs them (SQLite keeps
+    # none for an index until ANALYZE; PostgreSQL would wait for autovacuum).
+    op.execute("ANALYZE ddis")
+    op.execute("ANALYZE phone_users")
+
+
 def downgrade():
     op.drop_index("ix_phone_users_company_virt_exten_numeric", table_name="phone_users")
+    op.drop_index("ix_phone_users_virt_exten_numeric", table_name="phone_users")
     with op.batch_alter_table("phone_users", schema=None) as batch_op:
         batch_op.create_index(
             "ix_phone_users_company_virt_exten", ["company", "virt_exten", "username"], unique=False
         )
     op.drop_index("ix_ddis_company_virt_exten_numeric", table_name="ddis")
+    op.drop_index("ix_ddis_virt_exten_numeric", table_name="ddis")
     with op.batch_alter_table("ddis", schema=None) as batch_op:
         batch_op.create_index(
             "ix_ddis_company_virt_exten",
