@@ -407,6 +407,48 @@ def spare_database_url(tmp_path):
         admin.dispose()
 
 
+def _old_rows(ids: list[int]) -> None:
+    """DDIs as a database at migration 0004 holds them (no reversed number)."""
+    with db.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO companies (id, name, created_at) VALUES ('acme', 'Acme', :at)"),
+            {"at": "2026-01-01 00:00:00"},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO ddis (id, dialcode, number, virt_exten, company) "
+                "VALUES (:id, '44', :number, '100', 'acme')"
+            ),
+            [{"id": i, "number": f"20{i:07d}"} for i in ids],
+        )
+
+
+@pytest.mark.slow
+def test_bench_brings_a_kept_data_set_to_the_current_schema(
+    migrated, test_config, tmp_path, monkeypatch
+):
+    """make bench keeps its data sets between runs: one made by older code is upgraded
+    before any scenario reads it (bench.run.ensure_data)."""
+    from flask_migrate import upgrade
+
+    from bench.run import ensure_data
+
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+    app = create_app({**test_config, "SQLALCHEMY_DATABASE_URI": url})
+    with app.app_context():
+        upgrade(revision="0004")
+        _old_rows([1, 2])
+        db.engine.dispose()
+    monkeypatch.setenv("SECRET_KEY", "bench")
+    ensure_data(url, 10, 1)  # holds data: not generated again, only upgraded
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() != "0004"
+        stored = conn.execute(text("SELECT number, number_reversed FROM ddis")).all()
+        assert sorted(stored) == [("200000001", "100000002"), ("200000002", "200000002")]
+    engine.dispose()
+
+
 # SQLite's reflection skips (and warns about) the indexes on expressions; see test_migrations.
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 def test_migration_0005_fills_the_reversed_number_of_existing_rows(
@@ -418,18 +460,7 @@ def test_migration_0005_fills_the_reversed_number_of_existing_rows(
     ids = [1, 2, 3, 50_000, 50_001, 120_000]  # across the migration's batches of ids
     with app.app_context():
         upgrade(revision="0004")
-        with db.engine.begin() as conn:
-            conn.execute(
-                text("INSERT INTO companies (id, name, created_at) VALUES ('acme', 'Acme', :at)"),
-                {"at": "2026-01-01 00:00:00"},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO ddis (id, dialcode, number, virt_exten, company) "
-                    "VALUES (:id, '44', :number, '100', 'acme')"
-                ),
-                [{"id": i, "number": f"20{i:07d}"} for i in ids],
-            )
+        _old_rows(ids)
         upgrade()
         with db.engine.connect() as conn:
             stored = conn.execute(text("SELECT number, number_reversed FROM ddis")).all()
