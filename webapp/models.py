@@ -46,7 +46,7 @@ def extension_order(column: Any) -> list[ColumnElement[Any]]:
     cast refuses non-digits). The '0' is written into the SQL, not bound: an index on
     expressions serves only the same expression."""
     stripped = func.ltrim(column, literal_column("'0'"))
-    return [func.length(stripped), stripped, column]
+    return [func.length(stripped, type_=Integer), stripped, column]
 
 
 class Company(Model):

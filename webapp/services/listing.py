@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, func, select, tuple_, union
+from sqlalchemy import ColumnElement, Integer, Select, func, select, tuple_, union
 
 from ..access import Principal
 from ..extensions import db
@@ -195,6 +195,15 @@ def _last(view: _View) -> Listing:
     return view.listing(rows, total, start, has_prev=has_prev, has_next=False)
 
 
+# A number search's branch of at most this many rows is read from its range and sorted.
+SORT_BRANCH = 5000
+
+
+def _unindexed(terms: list[ColumnElement[Any]]) -> list[ColumnElement[Any]]:
+    """The same order, in expressions no index holds (text || '', number + 0)."""
+    return [t + 0 if isinstance(t.type, Integer) else t.concat("") for t in terms]
+
+
 class _View:
     """The selected rows of one kind in one order, the queries over them, and the page size."""
 
@@ -221,6 +230,7 @@ class _View:
             i for i, f in enumerate(self.fields) if not (self.company and f == "company")
         ]
         self.columns = self.order_terms(record_query.table(self.kind).c)
+        self._piece_counts: list[int] | None = None
 
     def order_terms(self, columns: Any) -> list[ColumnElement[Any]]:
         """The order's terms over `columns` (the table's, or a union's): each active field's
@@ -318,18 +328,30 @@ class _View:
         self, where: list[ColumnElement[bool]], reverse: bool, limit: int, offset: int
     ) -> list[Any]:
         """fetch over the selection's branches: each branch's first `offset + limit` rows in
-        the order (one ordered index range each), then the first of their union (which drops
-        a row two branches hold)."""
+        the order, then the first of their union (which drops a row two branches hold).
+
+        A branch without rows in the view is left out. A branch of at most SORT_BRANCH rows is
+        read from its own range and sorted: its order terms are written so that no index can
+        provide them, or a planner that cannot tell how few rows a range holds (a dialcode,
+        an ending) may walk the whole list's order index looking for them. A larger one is
+        left to the planner (in the key order it is one ordered range)."""
         table = record_query.table(self.kind)
         fields = [table.c[f] for f in self.kind.fields]
-        parts = [
-            select(*fields)
-            .where(*where, *branch)
-            .order_by(*self._order(reverse))
-            .limit(offset + limit)
-            .subquery()
-            for branch in self.selection.branches
-        ]
+        counts = self.piece_counts()
+        parts = []
+        for branch, rows in zip(self.selection.branches, counts, strict=True):
+            if not rows:
+                continue
+            terms = self.columns if rows > SORT_BRANCH else _unindexed(self.columns)
+            parts.append(
+                select(*fields)
+                .where(*where, *branch)
+                .order_by(*self._order(reverse, terms))
+                .limit(offset + limit)
+                .subquery()
+            )
+        if not parts:
+            return []
         both = union(*(select(*p.c) for p in parts)).subquery()
         query = (
             select(*both.c)
@@ -338,6 +360,26 @@ class _View:
             .offset(offset)
         )
         return list(self.session.execute(query, self.selection.params))
+
+    def piece_counts(self, before: tuple[str, ...] | None = None) -> list[int]:
+        """A number search's rows per disjoint piece (record_query.Selection.pieces), in the
+        whole view or before a cursor: one statement of index range counts. The whole
+        view's are kept: they say which branches a page must read and how (fetch)."""
+        if before is None and self._piece_counts is not None:
+            return self._piece_counts
+        where = self._where(before, later=False, lead=False)
+        counts = [
+            select(func.count())
+            .select_from(self.kind.model)
+            .where(*where, *piece)
+            .scalar_subquery()
+            for piece in self.selection.pieces
+        ]
+        row = self.session.execute(select(*counts), self.selection.params).one()
+        result = [int(n or 0) for n in row]
+        if before is None:
+            self._piece_counts = result
+        return result
 
     def exists(
         self, *, after: tuple[str, ...] | None = None, before: tuple[str, ...] | None = None
@@ -354,13 +396,8 @@ class _View:
     def count(self, *, before: tuple[str, ...] | None = None) -> int:
         """Rows in the view, or before a cursor: one index range count (without ORDER BY
         and LIMIT PostgreSQL picks the company's index for the plain comparison)."""
-        where = self._where(before, later=False, lead=False)
         if self.selection.pieces:  # a number search: the sum of its disjoint pieces' counts
-            counts = [
-                select(func.count()).select_from(self.kind.model).where(*where, *piece)
-                for piece in self.selection.pieces
-            ]
-            total = sum((c.scalar_subquery() for c in counts[1:]), counts[0].scalar_subquery())
-            return self.session.scalar(select(total), self.selection.params) or 0
+            return sum(self.piece_counts(before))
+        where = self._where(before, later=False, lead=False)
         query = select(func.count()).select_from(self.kind.model).where(*where)
         return self.session.scalar(query, self.selection.params) or 0
