@@ -36,17 +36,27 @@ else:
     Model = db.Model
 
 COMPANY_ID = String(64)
+EXTENSION_DIGITS = 10  # the longest extension (services/fields.py)
 
 
 def extension_order(column: Any) -> list[ColumnElement[Any]]:
-    """An extension's numeric order, as index columns and ORDER BY terms: the count of its
-    digits without leading zeros, those digits (so 130 before 1017), then the text itself (ties:
+    """An extension's numeric order, as index columns and ORDER BY terms: its digits
+    left-padded with zeros to 10 characters (so 130 before 1017), then the text itself (ties:
     007 before 7). The same expressions in the indexes and the queries, so an index serves the
-    order; text functions, not a cast, so no stored value can make a write fail (PostgreSQL's
-    cast refuses non-digits). The '0' is written into the SQL, not bound: an index on
-    expressions serves only the same expression."""
-    stripped = func.ltrim(column, literal_column("'0'"))
-    return [func.length(stripped, type_=Integer), stripped, column]
+    order, and a single leading term, so SQLite can seek a cursor's position on it. Text
+    functions, not a cast, so no stored value can make a write fail (PostgreSQL's cast refuses
+    non-digits). Constants are written into the SQL, not bound: an index on expressions serves
+    only the same expression."""
+    padded = func.substr(
+        literal_column(f"'{'0' * EXTENSION_DIGITS}'").concat(column),
+        func.length(column, type_=Integer) + literal_column("1", Integer),
+    )
+    return [padded, column]
+
+
+def padded_extension(value: str) -> str:
+    """extension_order's first term for one value, as the database computes it."""
+    return ("0" * EXTENSION_DIGITS + value)[len(value) :]
 
 
 class Company(Model):

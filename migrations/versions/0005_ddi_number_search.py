@@ -10,8 +10,8 @@ Create Date: 2026-11-23 17:30:00
   registers one on its connection.
 - The list pages sort extensions numerically (130 before 1017): the (company, extension)
   indexes are replaced by indexes on the same expressions the queries order by
-  (models.extension_order: digits without leading zeros, counted, then those digits, then the
-  text), one per company and one across companies (a System-Admin's list).
+  (models.extension_order: the extension left-padded with zeros to 10 characters, then as
+  typed), one per company and one across companies (a System-Admin's list).
 """
 
 import sqlalchemy as sa
@@ -27,8 +27,8 @@ BATCH = 50_000
 
 def _extension_order(column: str) -> list:
     # As webapp.models.extension_order builds it, on a column named by text.
-    stripped = f"ltrim({column}, '0')"
-    return [sa.text(f"length({stripped})"), sa.text(stripped), sa.text(column)]
+    padded = f"substr('0000000000' || {column}, length({column}) + 1)"
+    return [sa.text(padded), sa.text(column)]
 
 
 def _backfill() -> None:

@@ -15,8 +15,9 @@ row. The rows are a record_query selection, as for the API's read: a Company-Adm
 restricted silently to its companies, a fixed company drops out of the order.
 
 Extensions sort numerically (130 before 1017, ties by the text: 007 before 7): the order
-terms for `virt_exten` are models.extension_order's, which the (company, extension) indexes
-hold; a cursor still carries the extension as text, its terms derived from it.
+terms for `virt_exten` are models.extension_order's (the extension zero-padded, then as
+typed), which the extension indexes hold; a cursor still carries the extension as text, its
+terms derived from it.
 
 With a number search (record_query, `q`) the rows are an OR of index ranges: a page reads each
 branch as its own ordered range (the order, the cursor, LIMIT) and keeps the first rows of
@@ -36,7 +37,7 @@ from sqlalchemy import ColumnElement, Integer, Select, func, select, tuple_, uni
 
 from ..access import Principal
 from ..extensions import db
-from ..models import extension_order
+from ..models import extension_order, padded_extension
 from . import record_query
 from .errors import Invalid
 
@@ -247,8 +248,7 @@ class _View:
         for i in self.active:
             value = cursor[i]
             if self.fields[i] == "virt_exten":
-                stripped = value.lstrip("0")
-                values += [len(stripped), stripped, value]
+                values += [padded_extension(value), value]
             else:
                 values.append(value)
         return values
@@ -293,7 +293,13 @@ class _View:
             values.insert(0, self.company)
         key = tuple_(*columns) if len(columns) > 1 else columns[0]
         value = tuple_(*values) if len(values) > 1 else values[0]
-        where.append(key > value if later != self.descending else key < value)
+        after = later != self.descending
+        where.append(key > value if after else key < value)
+        if self.fields[self.active[0]] == "virt_exten":
+            # SQLite seeks a row value on plain columns only: bound the padded extension (an
+            # index expression) too, so the page starts at the cursor instead of scanning to it.
+            head, bound = self.columns[0], self.cursor_terms(cursor)[0]
+            where.append(head >= bound if after else head <= bound)
         return where
 
     def _order(self, reverse: bool, terms: list[ColumnElement[Any]] | None = None):
