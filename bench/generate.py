@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                             {
                                 "dialcode": key_dc,
                                 "number": key_no,
+                                "number_reversed": key_no[::-1],
                                 "virt_exten": str(100 + serial % 9000),
                                 "company": names[last_c],
                             }

@@ -50,11 +50,25 @@ def _holds_data(url: str) -> bool:
         engine.dispose()
 
 
+def upgrade_schema(url: str) -> None:
+    """Bring a kept data set to the app's schema (Alembic, `flask db upgrade`): one generated
+    by older code lacks later migrations' columns and indexes. Nothing to do at the head."""
+    env = {**os.environ, "DATABASE_URL": url}
+    subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "db", "upgrade"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+
+
 def ensure_data(url: str, ddis: int, companies: int) -> None:
-    """Generate the data set into url unless it already holds one."""
+    """Generate the data set into url unless it already holds one; bring a kept one to the
+    current schema."""
     if url.startswith("postgresql"):
         _postgres_database(url)
     if _holds_data(url):
+        upgrade_schema(url)
         return
     print(f"generating {ddis:,} DDIs in {companies:,} companies into {_label(url)}", flush=True)
     env = {**os.environ, "DATABASE_URL": url}

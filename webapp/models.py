@@ -19,8 +19,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    func,
+    literal_column,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.sql.elements import ColumnElement
 
 from .database import utcnow
 from .extensions import db
@@ -33,6 +36,27 @@ else:
     Model = db.Model
 
 COMPANY_ID = String(64)
+EXTENSION_DIGITS = 10  # the longest extension (services/fields.py)
+
+
+def extension_order(column: Any) -> list[ColumnElement[Any]]:
+    """An extension's numeric order, as index columns and ORDER BY terms: its digits
+    left-padded with zeros to 10 characters (so 130 before 1017), then the text itself (ties:
+    007 before 7). The same expressions in the indexes and the queries, so an index serves the
+    order, and a single leading term, so SQLite can seek a cursor's position on it. Text
+    functions, not a cast, so no stored value can make a write fail (PostgreSQL's cast refuses
+    non-digits). Constants are written into the SQL, not bound: an index on expressions serves
+    only the same expression."""
+    padded = func.substr(
+        literal_column(f"'{'0' * EXTENSION_DIGITS}'").concat(column),
+        func.length(column, type_=Integer) + literal_column("1", Integer),
+    )
+    return [padded, column]
+
+
+def padded_extension(value: str) -> str:
+    """extension_order's first term for one value, as the database computes it."""
+    return ("0" * EXTENSION_DIGITS + value)[len(value) :]
 
 
 class Company(Model):
@@ -115,7 +139,13 @@ class Ddi(Model):
         # Sorting by dialcode or company uses the first.
         Index("ix_ddis_company_dialcode_number", "company", "dialcode", "number"),
         Index("ix_ddis_company_number_dialcode", "company", "number", "dialcode"),
-        Index("ix_ddis_company_virt_exten", "company", "virt_exten", "dialcode", "number"),
+        # Number search by the end of the number (record_query, q): a prefix of the reversed
+        # digits, every company's and one company's (migration 0005). With the key, a search's
+        # count reads the index alone.
+        Index("ix_ddis_number_reversed", "number_reversed", "dialcode", "number"),
+        Index(
+            "ix_ddis_company_number_reversed", "company", "number_reversed", "dialcode", "number"
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -123,6 +153,8 @@ class Ddi(Model):
     number: Mapped[str] = mapped_column(String(15))
     virt_exten: Mapped[str] = mapped_column(String(10))
     company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
+    # The number's digits reversed, written once at creation (the number never changes).
+    number_reversed: Mapped[str] = mapped_column(String(15))
 
 
 class PhoneUser(Model):
@@ -131,14 +163,42 @@ class PhoneUser(Model):
     __tablename__ = "phone_users"
     __table_args__ = (
         UniqueConstraint("company", "username", name="uq_phone_users_company_username"),
-        # One company's list sorted by extension; the unique constraint serves the others.
-        Index("ix_phone_users_company_virt_exten", "company", "virt_exten", "username"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     company: Mapped[str] = mapped_column(ForeignKey("companies.id"))
     username: Mapped[str] = mapped_column(String(64))
     virt_exten: Mapped[str] = mapped_column(String(10))
+
+
+# The list sorted by extension, in numeric order (extension_order; migration 0005): every
+# company's (a System-Admin's list) and one company's; the unique constraints and the indexes
+# above serve the other orders.
+Index(
+    "ix_ddis_virt_exten_numeric",
+    *extension_order(Ddi.__table__.c.virt_exten),
+    Ddi.dialcode,
+    Ddi.number,
+)
+Index(
+    "ix_phone_users_virt_exten_numeric",
+    *extension_order(PhoneUser.__table__.c.virt_exten),
+    PhoneUser.company,
+    PhoneUser.username,
+)
+Index(
+    "ix_ddis_company_virt_exten_numeric",
+    Ddi.company,
+    *extension_order(Ddi.__table__.c.virt_exten),
+    Ddi.dialcode,
+    Ddi.number,
+)
+Index(
+    "ix_phone_users_company_virt_exten_numeric",
+    PhoneUser.company,
+    *extension_order(PhoneUser.__table__.c.virt_exten),
+    PhoneUser.username,
+)
 
 
 class HistoryInterval(Model):

@@ -98,19 +98,25 @@ def test_filter_by_typing_narrows_rows_in_place_and_pushes_url(live_server, fact
     expect(rows(page)).to_have_count(8)
     mark_document(page)
 
-    page.get_by_label("Number").press_sequentially("1612")
+    # The number search: typed as people write numbers, dialcode first.
+    page.get_by_label("Number").press_sequentially("+44 1612")
     expect(rows(page)).to_have_count(3)
     expect(count(page)).to_contain_text(showing(1, 3, 3))
     for n in range(1, 4):
         expect(row(page, f"161200000{n}")).to_have_count(1)
-    expect(page).to_have_url(re.compile(r"/ddis\?.*number=1612"))
+    expect(page).to_have_url(re.compile(r"/ddis\?.*q=%2B44(\+|%20)1612"))
     assert same_document(page), "typing in the filter reloaded the page instead of swapping rows"
 
     page.reload()
     assert not same_document(page)
-    expect(page.get_by_label("Number")).to_have_value("1612")
+    expect(page.get_by_label("Number")).to_have_value("+44 1612")
     expect(rows(page)).to_have_count(3)
     expect(count(page)).to_contain_text(showing(1, 3, 3))
+
+    page.get_by_label("Number").fill("0003")  # the end of the number
+    expect(count(page)).to_contain_text(showing(1, 2, 2))
+    expect(row(page, "2071000003")).to_have_count(1)
+    expect(row(page, "1612000003")).to_have_count(1)
 
     page.get_by_label("Number").fill("99")
     expect(count(page)).to_contain_text("Nothing matches these filters")

@@ -13,6 +13,13 @@ from . import record_query, records
 from .errors import NotFound
 from .fields import Part, parse_part
 
+
+def stored_row(values: dict[str, str]) -> dict[str, str]:
+    """A new DDI's stored columns: its fields and its number's digits reversed, which the
+    number search seeks by the end of the number (record_query, q)."""
+    return {**values, "number_reversed": values["number"][::-1]}
+
+
 KIND = records.Kind(
     name="ddi",
     label="DDI",
@@ -24,6 +31,7 @@ KIND = records.Kind(
     global_key=True,
     company_admin_creates=False,
     conflict_message="A DDI with this dialcode and number already exists.",
+    stored=stored_row,
 )
 
 LINK_SCOPE = Part(allowed=("dialcode", "number"), required=("dialcode", "number"))

@@ -14,6 +14,16 @@ scan whatever its depth, given an index on (company, order fields) for the compa
 row. The rows are a record_query selection, as for the API's read: a Company-Admin's are
 restricted silently to its companies, a fixed company drops out of the order.
 
+Extensions sort numerically (130 before 1017, ties by the text: 007 before 7): the order
+terms for `virt_exten` are models.extension_order's (the extension zero-padded, then as
+typed), which the extension indexes hold; a cursor still carries the extension as text, its
+terms derived from it.
+
+With a number search (record_query, `q`) the rows are an OR of index ranges: a page reads each
+branch as its own ordered range (the order, the cursor, LIMIT) and keeps the first rows of
+their union, so it costs a page per branch however many rows match; a count is the sum of
+each disjoint piece's range count.
+
 A page is one function per position (_from_offset, _after, _before, _last) over a `_View`.
 """
 
@@ -23,10 +33,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, func, select, tuple_
+from sqlalchemy import ColumnElement, Integer, Select, func, select, tuple_, union
 
 from ..access import Principal
 from ..extensions import db
+from ..models import extension_order, padded_extension
 from . import record_query
 from .errors import Invalid
 
@@ -95,6 +106,7 @@ def page(
     number: int | None = None,
     per_page: int = 50,
     count: bool = True,
+    q: str | None = None,
 ) -> Listing:
     """One page of the rows matching `filters`, restricted silently to the principal's
     companies. `company` matches exactly, every other field from its start (as someone types).
@@ -102,9 +114,10 @@ def page(
     At most one position: `after` or `before` a cursor, `last`, or a page `number` (1-based,
     for old addresses: an offset, so its cost grows with the depth). None: the first page. A
     `before` page at the start of the list holds only the rows before the cursor. With
-    `count`, `total` and `start` are filled; without it (CSV export) both are left out.
+    `count`, `total` and `start` are filled; without it (CSV export) both are left out. `q` is
+    the number search (record_query.parse_q).
     """
-    selection = record_query.select_rows(principal, kind, filters, prefix=True)
+    selection = record_query.select_rows(principal, kind, filters, prefix=True, q=q)
     _check(kind, sort, per_page, number)
     after = None if after is None else parse_cursor(kind, sort, after, "after")
     before = None if before is None else parse_cursor(kind, sort, before, "before")
@@ -183,6 +196,15 @@ def _last(view: _View) -> Listing:
     return view.listing(rows, total, start, has_prev=has_prev, has_next=False)
 
 
+# A number search's branch of at most this many rows is read from its range and sorted.
+SORT_BRANCH = 5000
+
+
+def _unindexed(terms: list[ColumnElement[Any]]) -> list[ColumnElement[Any]]:
+    """The same order, in expressions no index holds (text || '', number + 0)."""
+    return [t + 0 if isinstance(t.type, Integer) else t.concat("") for t in terms]
+
+
 class _View:
     """The selected rows of one kind in one order, the queries over them, and the page size."""
 
@@ -208,7 +230,28 @@ class _View:
         self.active = [
             i for i, f in enumerate(self.fields) if not (self.company and f == "company")
         ]
-        self.columns = [getattr(self.kind.model, self.fields[i]) for i in self.active]
+        self.columns = self.order_terms(record_query.table(self.kind).c)
+        self._piece_counts: list[int] | None = None
+
+    def order_terms(self, columns: Any) -> list[ColumnElement[Any]]:
+        """The order's terms over `columns` (the table's, or a union's): each active field's
+        column, an extension's numeric terms (extension_order) in its place."""
+        terms: list[ColumnElement[Any]] = []
+        for i in self.active:
+            field = self.fields[i]
+            terms += extension_order(columns[field]) if field == "virt_exten" else [columns[field]]
+        return terms
+
+    def cursor_terms(self, cursor: tuple[str, ...]) -> list[Any]:
+        """A cursor's values for order_terms: an extension's as extension_order computes them."""
+        values: list[Any] = []
+        for i in self.active:
+            value = cursor[i]
+            if self.fields[i] == "virt_exten":
+                values += [padded_extension(value), value]
+            else:
+                values.append(value)
+        return values
 
     def cursor(self, row: Any) -> tuple[str, ...]:
         """A row's position: its order fields' values (see order_fields)."""
@@ -244,18 +287,24 @@ class _View:
         where = list(self.selection.where)
         if cursor is None:
             return where
-        columns, values = list(self.columns), [cursor[i] for i in self.active]
+        columns, values = list(self.columns), self.cursor_terms(cursor)
         if lead and self.postgresql and self.company is not None:
             columns.insert(0, record_query.table(self.kind).c.company)
             values.insert(0, self.company)
         key = tuple_(*columns) if len(columns) > 1 else columns[0]
         value = tuple_(*values) if len(values) > 1 else values[0]
-        where.append(key > value if later != self.descending else key < value)
+        after = later != self.descending
+        where.append(key > value if after else key < value)
+        if self.fields[self.active[0]] == "virt_exten":
+            # SQLite seeks a row value on plain columns only: bound the padded extension (an
+            # index expression) too, so the page starts at the cursor instead of scanning to it.
+            head, bound = self.columns[0], self.cursor_terms(cursor)[0]
+            where.append(head >= bound if after else head <= bound)
         return where
 
-    def _order(self, reverse: bool) -> list[ColumnElement[Any]]:
+    def _order(self, reverse: bool, terms: list[ColumnElement[Any]] | None = None):
         down = self.descending != reverse
-        return [c.desc() if down else c.asc() for c in self.columns]
+        return [c.desc() if down else c.asc() for c in terms or self.columns]
 
     def fetch(
         self,
@@ -270,6 +319,9 @@ class _View:
         cursor, before a cursor (the `limit` nearest it), or the last `limit` rows."""
         reverse = before is not None or from_end
         where = self._where(after or before, later=after is not None)
+        if self.selection.branches:
+            rows = self._fetch_branches(where, reverse, limit, offset)
+            return rows[::-1] if reverse else rows
         query: Select[Any] = (
             select(self.kind.model).where(*where).order_by(*self._order(reverse)).limit(limit)
         )
@@ -278,11 +330,70 @@ class _View:
         rows = list(self.session.scalars(query, self.selection.params))
         return rows[::-1] if reverse else rows
 
+    def _fetch_branches(
+        self, where: list[ColumnElement[bool]], reverse: bool, limit: int, offset: int
+    ) -> list[Any]:
+        """fetch over the selection's branches: each branch's first `offset + limit` rows in
+        the order, then the first of their union (which drops a row two branches hold).
+
+        A branch without rows in the view is left out. A branch of at most SORT_BRANCH rows is
+        read from its own range and sorted: its order terms are written so that no index can
+        provide them, or a planner that cannot tell how few rows a range holds (a dialcode,
+        an ending) may walk the whole list's order index looking for them. A larger one is
+        left to the planner (in the key order it is one ordered range)."""
+        table = record_query.table(self.kind)
+        fields = [table.c[f] for f in self.kind.fields]
+        counts = self.piece_counts()
+        parts = []
+        for branch, rows in zip(self.selection.branches, counts, strict=True):
+            if not rows:
+                continue
+            terms = self.columns if rows > SORT_BRANCH else _unindexed(self.columns)
+            parts.append(
+                select(*fields)
+                .where(*where, *branch)
+                .order_by(*self._order(reverse, terms))
+                .limit(offset + limit)
+                .subquery()
+            )
+        if not parts:
+            return []
+        both = union(*(select(*p.c) for p in parts)).subquery()
+        query = (
+            select(*both.c)
+            .order_by(*self._order(reverse, self.order_terms(both.c)))
+            .limit(limit)
+            .offset(offset)
+        )
+        return list(self.session.execute(query, self.selection.params))
+
+    def piece_counts(self, before: tuple[str, ...] | None = None) -> list[int]:
+        """A number search's rows per disjoint piece (record_query.Selection.pieces), in the
+        whole view or before a cursor: one statement of index range counts. The whole
+        view's are kept: they say which branches a page must read and how (fetch)."""
+        if before is None and self._piece_counts is not None:
+            return self._piece_counts
+        where = self._where(before, later=False, lead=False)
+        counts = [
+            select(func.count())
+            .select_from(self.kind.model)
+            .where(*where, *piece)
+            .scalar_subquery()
+            for piece in self.selection.pieces
+        ]
+        row = self.session.execute(select(*counts), self.selection.params).one()
+        result = [int(n or 0) for n in row]
+        if before is None:
+            self._piece_counts = result
+        return result
+
     def exists(
         self, *, after: tuple[str, ...] | None = None, before: tuple[str, ...] | None = None
     ) -> bool:
         """Whether any row follows `after`, precedes `before`, or (neither) the view has any:
         the nearest such row, read as a page would be."""
+        if self.selection.branches:
+            return bool(self.fetch(1, after=after, before=before))
         where = self._where(after or before, later=after is not None)
         order = self._order(reverse=before is not None)
         query = select(self.columns[0]).where(*where).order_by(*order).limit(1)
@@ -291,6 +402,8 @@ class _View:
     def count(self, *, before: tuple[str, ...] | None = None) -> int:
         """Rows in the view, or before a cursor: one index range count (without ORDER BY
         and LIMIT PostgreSQL picks the company's index for the plain comparison)."""
+        if self.selection.pieces:  # a number search: the sum of its disjoint pieces' counts
+            return sum(self.piece_counts(before))
         where = self._where(before, later=False, lead=False)
         query = select(func.count()).select_from(self.kind.model).where(*where)
         return self.session.scalar(query, self.selection.params) or 0

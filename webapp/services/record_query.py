@@ -9,7 +9,11 @@ A `Selection` holds the authorized, filtered rows, each rule written once here:
 - the fixed company: a company filter, or a principal's only company, is one equality, so a
   (company, order fields) index serves the rows in order (migration 0004);
 - matching: every field exactly (the API, one record), or every field but the company from its
-  start (the pages, as someone types), as LIKE and, where an index can seek it, as a range.
+  start (the pages, as someone types), as LIKE and, where an index can seek it, as a range;
+- the number search (`q`, DDIs on the pages): digits as people write them, matching the start
+  of dialcode followed by number or the end of the number. It is an OR of index ranges
+  (`Selection.branches`), each of which a reader runs as its own ordered index scan
+  (services/listing.py), since no one index holds them all in the list's order.
 
 Conditions are built once per shape (`Shape`: which fields, how matched; lru_cache) with every
 value a bound parameter (`Selection.params`), so a request only binds values.
@@ -22,12 +26,24 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Integer, Select, Table, bindparam, false, func, select
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+)
 
 from ..access import Principal
 from ..extensions import db
 from .errors import Invalid, NotFound
-from .fields import Part, parse_int, parse_part
+from .fields import MAX_DDI_DIGITS, Part, parse_int, parse_part
 
 if TYPE_CHECKING:
     from .records import Kind
@@ -38,6 +54,11 @@ MAX_OFFSET = 2**31 - 1
 # Prefix filters on these fields can be an index range on any collation: values are digits.
 DIGIT_FIELDS = frozenset({"dialcode", "number", "virt_exten"})
 ESCAPE = "/"  # LIKE's escape character, as SQLAlchemy's autoescape uses
+# The number search: what people write around digits, dropped before matching.
+Q_IGNORED = str.maketrans("", "", " +-.()")
+MAX_Q = 100  # characters as typed
+MAX_DIALCODE, MAX_NUMBER = 7, 15
+WALK_DIGITS = 2  # ends of numbers this short are found by walking the order (_q_branches)
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,7 @@ class Shape:
     company: bool = False  # company = :company (the fixed company)
     restricted: bool = False  # company IN :visible
     nothing: bool = False  # a company outside the principal's grants: no row
+    q: int = 0  # the number search's digit count (0: none); see _q_branches
 
 
 @dataclass(frozen=True)
@@ -80,6 +102,18 @@ class Selection:
     @property
     def where(self) -> tuple[ColumnElement[bool], ...]:
         return _conditions(self.shape)
+
+    @property
+    def branches(self) -> tuple[tuple[ColumnElement[bool], ...], ...]:
+        """With a number search, the alternatives a row must match one of, besides `where`:
+        each one index range. Empty: `where` is the whole selection."""
+        return _q_branches(self.shape)[0]
+
+    @property
+    def pieces(self) -> tuple[tuple[ColumnElement[bool], ...], ...]:
+        """The branches made disjoint (a row matching several counts in the first), for
+        counting as a sum of index range counts."""
+        return _q_branches(self.shape)[1]
 
 
 def on_postgresql() -> bool:
@@ -109,12 +143,15 @@ def select_rows(
     *,
     prefix: bool = False,
     part: Part | None = None,
+    q: str | None = None,
 ) -> Selection:
     """The rows of `kind` matching `scope` (validated against `part`, by default the kind's
     scope) that the principal sees: Forbidden unless an administrator, Invalid for a bad
-    scope. With `prefix` every field but the company matches from its start."""
+    scope. With `prefix` every field but the company matches from its start. `q` is the
+    number search (DDIs only; see parse_q)."""
     principal.require_admin()
     values = parse_part(part or kind.scope_part, scope, "scope")
+    digits = parse_q(q)
     company, visible, nothing = _restrict(principal, values.pop("company", None))
     params: dict[str, Any] = {}
     if company is not None:
@@ -127,6 +164,13 @@ def select_rows(
     else:
         ranged = ()
         params.update((f"scope_{f}", values[f]) for f in fields)
+    q_length = 0
+    if digits:
+        if "number" not in kind.fields or "dialcode" not in kind.fields:
+            raise Invalid("Only DDIs have a number search.", {"q": "unknown field"})
+        q_length = min(len(digits), MAX_Q_DIGITS)
+        nothing = nothing or len(digits) > MAX_Q_DIGITS
+        _q_params(digits[:MAX_Q_DIGITS], params)
     shape = Shape(
         kind,
         exact=() if prefix else fields,
@@ -135,8 +179,91 @@ def select_rows(
         company=company is not None,
         restricted=visible is not None,
         nothing=nothing,
+        q=q_length,
     )
     return Selection(shape, params, company)
+
+
+# The longest search that can match: a whole DDI. Longer searches match nothing.
+MAX_Q_DIGITS = MAX_DDI_DIGITS
+
+
+def parse_q(q: Any) -> str:
+    """The number search's digits: spaces and + - . ( ) dropped, as people write numbers
+    ('+44 (20) 7123-4567' is 442071234567). Anything else is Invalid; '' means no search."""
+    if q is None:
+        return ""
+    if not isinstance(q, str) or len(q) > MAX_Q:
+        raise Invalid(f"'q' must be at most {MAX_Q} characters.", {"q": "too long"})
+    digits = q.translate(Q_IGNORED)
+    if digits and not (digits.isascii() and digits.isdigit()):
+        why = "must be digits, spaces and + - . ( ) only"
+        raise Invalid(f"The number search {why}.", {"q": why})
+    return digits
+
+
+def _q_splits(length: int) -> list[int]:
+    """The dialcode lengths k a search of `length` digits can be split at: dialcode = the first
+    k digits, the number starting with the rest (which must fit a number)."""
+    return [k for k in range(1, min(MAX_DIALCODE, length) + 1) if length - k <= MAX_NUMBER]
+
+
+def _q_params(digits: str, params: dict[str, Any]) -> None:
+    """Bind the number search's values (names as _q_branches uses them)."""
+    n = len(digits)
+    for k in _q_splits(n):
+        params[f"q_dialcode_{k}"] = digits[:k]
+        if k < n:
+            params[f"q_from_{k}"], params[f"q_to_{k}"] = digits[k:], upper_bound(digits[k:])
+    if n < MAX_DIALCODE:
+        params["q_dialcode"], params["q_dialcode_to"] = digits, upper_bound(digits)
+    if n <= MAX_NUMBER:
+        backwards = digits[::-1]
+        params["q_reversed"], params["q_reversed_to"] = backwards, upper_bound(backwards)
+
+
+@lru_cache(maxsize=64)
+def _q_branches(shape: Shape) -> tuple[tuple[tuple[ColumnElement[bool], ...], ...], ...]:
+    """(branches, pieces) of the number search with shape.q digits D (see Selection):
+
+    - for each split k: dialcode = D[:k] and the number starts with D[k:] (a range of the
+      unique (dialcode, number) index, or of (company, dialcode, number));
+    - with fewer than 7 digits, a longer dialcode starting with D (any number);
+    - the number ends with D: its reversed digits start with D reversed (ix_ddis_number_reversed,
+      or the company's).
+
+    The dialcode branches are disjoint (each a different dialcode); the last piece is the
+    end-of-number branch without the rows the others hold."""
+    n = shape.q
+    if not n:
+        return (), ()
+    c = table(shape.kind).c
+    start: list[tuple[ColumnElement[bool], ...]] = []
+    for k in _q_splits(n):
+        dialcode = c.dialcode == bindparam(f"q_dialcode_{k}")
+        if k < n:
+            start.append(
+                (dialcode, c.number >= bindparam(f"q_from_{k}"), c.number < bindparam(f"q_to_{k}"))
+            )
+        else:
+            start.append((dialcode,))
+    if n < MAX_DIALCODE:
+        start.append(
+            (c.dialcode > bindparam("q_dialcode"), c.dialcode < bindparam("q_dialcode_to"))
+        )
+    if n > MAX_NUMBER:
+        return tuple(start), tuple(start)
+    end = (
+        c.number_reversed >= bindparam("q_reversed"),
+        c.number_reversed < bindparam("q_reversed_to"),
+    )
+    # A number ending in one or two given digits is one in 10 or 100: reading them from the
+    # reversed index and sorting would be most of the table, while walking the list's own
+    # order past the others finds a page within a few thousand rows. The same rows, written so
+    # no index can seek them, so the planner walks the order.
+    walk = (func.substr(c.number_reversed, 1, n) == bindparam("q_reversed"),)
+    others = not_(or_(*(and_(*b) for b in start)))
+    return (*start, walk if n <= WALK_DIGITS else end), (*start, (*end, others))
 
 
 def _restrict(

@@ -38,6 +38,9 @@ class Kind:
     company_admin_creates: bool  # may a Company-Admin create and delete these?
     global_key: bool  # unique across companies (DDIs) or only within one (phone users)
     conflict_message: str
+    # A new row's stored columns from its fields: the fields and what is derived from them
+    # once at creation (a DDI's reversed number, for the number search).
+    stored: Callable[[dict[str, str]], dict[str, str]] = dict
 
     def as_dict(self, row: Any) -> dict[str, str]:
         return {f: getattr(row, f) for f in self.fields}
@@ -129,7 +132,7 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
         # order on PostgreSQL and one waits for the other instead of deadlocking.
         rows.sort(key=lambda r: [r[f] for f in kind.order])
         try:
-            session.execute(kind.model.__table__.insert(), rows)
+            session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
         except IntegrityError as exc:
             raise Conflict(kind.conflict_message) from exc
         # After the insert: if it waited for a racing delete of the same key, it is stamped

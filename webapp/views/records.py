@@ -41,6 +41,7 @@ bp = Blueprint("records", __name__)
 PER_PAGE = 50
 PAGE_NUMBER = re.compile(r"[0-9]{1,6}")
 CSV_CHUNK = 5000
+SEARCH_LABEL = "Number"  # the number search's field, in the filter form and its messages
 EMPTY = listing.Listing(
     rows=[], total=0, start=0, has_prev=False, has_next=False, first=None, last=None
 )
@@ -54,6 +55,7 @@ class Screen:
     service: ModuleType
     kind: records.Kind
     url_keys: tuple[str, ...]  # what names one record in its URL
+    search: bool = False  # whether the list has the number search (`q`)
 
     def keys_of(self, row: dict[str, str]) -> dict[str, str]:
         return {k: row[k] for k in self.url_keys}
@@ -63,7 +65,7 @@ class Screen:
         return self.kind.key_label(records.Row(row))
 
 
-DDI = Screen("ddi", "ddis", "DDIs", ddis, ddis.KIND, ("dialcode", "number"))
+DDI = Screen("ddi", "ddis", "DDIs", ddis, ddis.KIND, ("dialcode", "number"), search=True)
 USER = Screen(
     "user", "users", "Phone users", phone_users, phone_users.KIND, ("company", "username")
 )
@@ -104,8 +106,10 @@ def _query(screen: Screen) -> dict[str, Any]:
     args = request.args
     sort = args.get("sort") if args.get("sort") in screen.kind.fields else None
     page = args.get("page", "")
+    # The number search rides with the filters, so every link of the view carries it.
+    names = (*screen.kind.fields, *(("q",) if screen.search else ()))
     state: dict[str, Any] = {
-        "filters": {f: args[f].strip() for f in screen.kind.fields if args.get(f, "").strip()},
+        "filters": {f: args[f].strip() for f in names if args.get(f, "").strip()},
         "sort": sort,
         "descending": sort is not None and args.get("dir") == "desc",
         "after": None,
@@ -140,10 +144,12 @@ def _company_filter(p: Principal, state: dict[str, Any]) -> pickers.Picked:
 def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, count=True):
     """One page of the list as the query string describes it; filters match from the start,
     as someone typing expects."""
+    filters = {f: v for f, v in state["filters"].items() if f != "q"}
     return listing.page(
         p,
         screen.kind,
-        state["filters"],
+        filters,
+        q=state["filters"].get("q"),
         sort=state["sort"],
         descending=state["descending"],
         after=state["after"],
@@ -167,7 +173,8 @@ def _list(screen: Screen):
     except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
         p.require_admin()
         page, status = EMPTY, 400
-        error = "; ".join(f"{k}: {v}" for k, v in exc.fields.items()) or exc.message
+        named = {SEARCH_LABEL if k == "q" else k: v for k, v in exc.fields.items()}
+        error = "; ".join(f"{k}: {v}" for k, v in named.items()) or exc.message
     context = {
         "screen": screen,
         "page": page,
@@ -176,6 +183,7 @@ def _list(screen: Screen):
         "per_page": PER_PAGE,
         "may_create": records.may_create_delete(p, screen.kind),
         "company_picked": picked,
+        "search_label": SEARCH_LABEL,
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
