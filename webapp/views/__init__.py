@@ -25,11 +25,11 @@ def index():
 
 
 def register(app: Flask) -> None:
-    from . import account, admin, audit, auth, records, reports
+    from . import account, admin, audit, auth, companies, records, reports
     from .common import principal
     from .forms import FIELD_LABELS
 
-    for module in (auth, records, reports, admin, account, audit):
+    for module in (auth, records, reports, admin, companies, account, audit):
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
