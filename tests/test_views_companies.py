@@ -286,7 +286,7 @@ def test_the_svg_and_the_table_agree(world):
 
 
 def test_an_empty_history_draws_flat_bars(app):
-    from webapp.views.companies import bar_chart, nice_ceiling
+    from webapp.views.companies import bar_chart, compact, nice_ceiling
 
     assert [nice_ceiling(v) for v in (0, 1, 3, 7, 10, 11, 4_999, 1_300_000)] == [
         1, 1, 5, 10, 10, 20, 5_000, 2_000_000,
@@ -296,7 +296,10 @@ def test_an_empty_history_draws_flat_bars(app):
     assert [b.height for b in chart.bars] == [0] * 12
     assert [t.label for t in chart.ticks] == ["0", "1"]
     ticks = bar_chart("user", [*months[:-1], replace(months[-1], user_days=1_234_567)]).ticks
-    assert [t.label for t in ticks] == ["0", "1,000,000", "2,000,000"]
+    assert [t.label for t in ticks] == ["0", "1M", "2M"]
+    assert [compact(v) for v in (0, 5_000, 20_000, 50_000, 1_500_000)] == [
+        "0", "5,000", "20k", "50k", "1.5M",
+    ]  # fmt: skip
 
 
 def test_companies_suggest_is_not_taken_by_the_company_page(app):

@@ -80,6 +80,15 @@ def nice_ceiling(value: int) -> int:
         step *= 10
 
 
+def compact(value: int) -> str:
+    """An axis label short enough for the chart's margin: 2M, 1.5M, 20k, 5,000, 0."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if value >= 10_000:
+        return f"{value / 1_000:g}k"
+    return f"{value:,}"
+
+
 def bar_chart(kind: str, months: list[MonthTotal]) -> Chart:
     """The bars of one kind's monthly totals, scaled so the tallest fits under a round top."""
     attribute, unit = SERIES[kind]
@@ -108,7 +117,7 @@ def bar_chart(kind: str, months: list[MonthTotal]) -> Chart:
         )
     # The axis at 0 and at the top, and half-way where that is a whole number.
     levels = [0, top // 2, top] if top % 2 == 0 else [0, top]
-    ticks = [Tick(round(baseline - plot_h * v / top, 2), f"{v:,}") for v in levels]
+    ticks = [Tick(round(baseline - plot_h * v / top, 2), compact(v)) for v in levels]
     first, last = months[0], months[-1]
     description = (
         f"Billable {unit} per month from {calendar.month_name[first.month]} {first.year} "
