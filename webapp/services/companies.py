@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, or_, select, true
+from sqlalchemy import ColumnElement, func, or_, select, true
 from sqlalchemy.exc import IntegrityError
 
 from ..access import CompanyScope, Principal, within
 from ..database import write_transaction
 from ..extensions import db
-from ..models import Company, Ddi, PhoneUser
-from . import audit, paging
+from ..models import Company, DailyPeak, Ddi, PhoneUser
+from . import audit, paging, rollups
 from .errors import Conflict, Invalid, NotFound
 from .fields import check_format
 
@@ -115,6 +115,28 @@ class CompanyRow:
 SORTS = ("id", "name")
 
 
+def count_now(kind: str, company: ColumnElement[str]) -> ColumnElement[int]:
+    """How many records of `kind` a company holds now, as a scalar subquery on `company`.
+
+    Read from the report rollup where it is built: the level its latest row leaves is the
+    number of open history intervals, which the change path keeps equal to the stored records
+    (tests/invariants.py), and it is one index seek whatever the company's size. Counting a
+    large company's rows instead costs a pass over them: 224,000 DDIs for the first page of
+    the bench, 200 ms on a PostgreSQL whose visibility map is not set. While the rollup is not
+    built, counted."""
+    if rollups.built_zone(db.session(), kind) is not None:
+        level = (
+            select(DailyPeak.level)
+            .where(DailyPeak.kind == kind, DailyPeak.company == company)
+            .order_by(DailyPeak.day.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        return func.coalesce(level, 0)
+    model = Ddi if kind == "ddi" else PhoneUser
+    return select(func.count()).where(model.company == company).scalar_subquery()
+
+
 @dataclass(frozen=True)
 class CompanyPage:
     """One page of the companies list: `number` is 1-based and within 1..pages."""
@@ -136,8 +158,8 @@ def search(
 ) -> CompanyPage:
     """The companies whose identifier or name contains `q` (case-insensitive), in `sort` order
     (the identifier breaks ties), one page of `per_page` with their DDI and phone-user counts
-    (System-Admin). A page past the end answers the last one. Two queries: the count, and the
-    page with the counts of its companies only (index range counts, not a pass over all)."""
+    (System-Admin). A page past the end answers the last one. Two queries (beside the rollup
+    state): the count, and the page with its companies' counts (`count_now`)."""
     principal.require_system_admin("manage companies")
     text = paging.search_text(q)
     number = paging.page_number(page)
@@ -169,8 +191,8 @@ def search(
         window.c.id,
         window.c.name,
         window.c.created_at,
-        select(func.count()).where(Ddi.company == window.c.id).scalar_subquery(),
-        select(func.count()).where(PhoneUser.company == window.c.id).scalar_subquery(),
+        count_now("ddi", window.c.id),
+        count_now("user", window.c.id),
     ).order_by(*[k.desc() if descending else k.asc() for k in outer_keys])
     rows = [CompanyRow(*row) for row in db.session.execute(query)]
     return CompanyPage(rows, total, number, pages)
