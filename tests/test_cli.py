@@ -131,6 +131,36 @@ def test_token_printed_last_works_until_the_account_is_disabled(flask, client):
     assert client.post("/rest/ops/read/", json=read, headers=headers).status_code == 401
 
 
+def test_accounts_enable_lets_a_disabled_account_back_in_and_is_audited(flask, client):
+    flask("accounts", "create", "root", "--system-admin")
+    result = flask("tokens", "create", "root", "--name", "ci")
+    headers = {"Authorization": f"Bearer {result.stdout.strip().splitlines()[-1]}"}
+    read = {"type": "ddi", "scope": {}}
+    assert flask("accounts", "disable", "root").returncode == 0
+    assert client.post("/rest/ops/read/", json=read, headers=headers).status_code == 401
+
+    enabled = flask("accounts", "enable", "root")
+    assert enabled.returncode == 0, enabled.stderr
+    assert enabled.stdout.strip() == "Enabled account root."
+    db.session.rollback()
+    assert db.session.scalar(select(Account.active).where(Account.username == "root"))
+    assert client.post("/rest/ops/read/", json=read, headers=headers).status_code == 200
+    entry = db.session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "account.enable")
+    ).one()
+    assert entry.actor.startswith("cli:") and entry.via == "cli"
+    assert (entry.before["active"], entry.after["active"]) == (False, True)
+
+    # Already active, or no such account: one line, exit 1, nothing written.
+    assert_one_line_error(flask("accounts", "enable", "root"), "already active")
+    assert_one_line_error(flask("accounts", "enable", "nobody"), "nobody")
+    db.session.rollback()
+    actions = db.session.scalars(
+        select(AuditEntry.action).where(AuditEntry.action.like("account.%"))
+    )
+    assert sorted(actions) == ["account.create", "account.disable", "account.enable"]
+
+
 def test_demo_seed_is_idempotent_and_consistent(flask):
     first = flask("demo", "seed")
     assert first.returncode == 0, first.stderr

@@ -1,9 +1,12 @@
-"""The admin pages: /admin/companies, /admin/accounts, /account/tokens, /audit (docs/pages.md).
+"""The admin pages: /admin/companies, /admin/accounts, /admin/accounts/<username>/tokens,
+/account/tokens, /audit (docs/pages.md).
 
 Every page for every role (allowed: 200 with the right content; forbidden: the 403 page;
 signed out: a redirect to /login), the navigation per role, each form's effect (and its audit
 entry), the guards (last System-Admin, disabling yourself), secrets shown once and never
-stored, the audit filters and paging, CSRF, and escaping of hostile text.
+stored, searching and paging the companies and accounts, enabling an account, another
+account's tokens, the last sign-in, the audit filters and paging, CSRF, and escaping of
+hostile text.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from flask import g
 from sqlalchemy import event, select
 
 from webapp.access import Principal
-from webapp.database import write_transaction
+from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, AuditEntry, Company
 from webapp.services import accounts, api_tokens, audit, companies
 from webapp.services.errors import Forbidden, Invalid
 
-from .factories import OPERATOR, snapshot
+from .factories import OPERATOR, csrf_from, snapshot
 
 PASSWORD = "correct horse battery"
 HOSTILE = "<script>alert(1)</script>"
@@ -49,6 +52,7 @@ PAGES: dict[str, tuple[set[str], str]] = {
     "/admin/accounts/nobody/grants": (SYSADMIN, "Grants of nobody"),
     "/admin/accounts/nobody/password": (SYSADMIN, "Reset the password of nobody"),
     "/admin/accounts/nobody/disable": (SYSADMIN, "Disable nobody?"),
+    "/admin/accounts/nobody/tokens": (SYSADMIN, "API tokens of nobody"),
     "/account/tokens": (ALL, "Your API tokens"),
     "/audit": ({"root", "boss"}, "Audit log"),
 }
@@ -173,6 +177,7 @@ def test_signed_out_visitors_are_sent_to_login(world, client, path):
         "/admin/accounts/nobody/grants",
         "/admin/accounts/nobody/password",
         "/admin/accounts/nobody/disable",
+        "/admin/accounts/nobody/enable",
     ],
 )
 def test_admin_posts_from_other_roles_are_forbidden_and_change_nothing(world, factory, path):
@@ -219,7 +224,10 @@ def test_companies_list_shows_counts(world, factory):
     assert rows["globex"][3:5] == ["0", "0"]
 
 
-def test_companies_are_listed_in_one_query(world, factory):
+def test_a_companies_page_is_four_queries_whatever_the_number_of_companies(world, factory):
+    # Issue 12 on purpose: the list is searched and paged (services.companies.search), no longer
+    # every company at once: the rollup's state per kind, the count, and the page with its
+    # companies' counts.
     statements: list[str] = []
 
     def count(conn, cursor, statement, *args):
@@ -228,11 +236,12 @@ def test_companies_are_listed_in_one_query(world, factory):
     db.session.rollback()
     event.listen(db.engine, "before_cursor_execute", count)
     try:
-        rows = companies.list_all(OPERATOR)
+        listing = companies.search(OPERATOR)
     finally:
         event.remove(db.engine, "before_cursor_execute", count)
-    assert [(r.id, r.ddis, r.users) for r in rows] == [("acme", 2, 1), ("globex", 0, 0)]
-    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 1
+    assert [(r.id, r.ddis, r.users) for r in listing.rows] == [("acme", 2, 1), ("globex", 0, 0)]
+    assert (listing.total, listing.number, listing.pages) == (2, 1, 1)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 4
 
 
 def test_create_and_rename_a_company(world, factory):
@@ -664,6 +673,8 @@ def test_posts_without_the_csrf_token_change_nothing(world, factory):
         ("/admin/accounts/boss/disable", {}),
         ("/account/tokens", {"label": "sneaky"}),
         (f"/account/tokens/{token.id}/revoke", {}),
+        ("/admin/accounts/boss/enable", {}),
+        (f"/admin/accounts/root/tokens/{token.id}/revoke", {}),
         ("/account/password", {"pw-current_password": PASSWORD, "pw-password": "0123456789ab"}),
     ]
     browser = factory.browser("root")
@@ -721,3 +732,202 @@ def test_audit_search_answers_a_page_and_the_total(world, factory):
             audit.search(OPERATOR, **bad)
     with pytest.raises(Invalid, match="before"):
         audit.search(OPERATOR, date_from="2022-06-02", date_to="2022-06-01")
+
+
+# --- searching and paging the accounts, last sign-in -------------------------------------------
+
+
+def account_names(response) -> list[str]:
+    return [tr["id"].removeprefix("account-") for tr in soup(response).select("tbody tr[id]")]
+
+
+def pager_links(response) -> dict[str, str]:
+    return {a["rel"][0]: a["href"] for a in soup(response).select("nav.pager a[rel]")}
+
+
+def test_accounts_are_searched_and_paged_by_fifty(world, factory):
+    for i in range(60):
+        factory.account(f"agent{i:02d}")
+    browser = factory.browser("root")
+    first = browser.get("/admin/accounts")
+    assert first.status_code == 200
+    names = account_names(first)
+    assert len(names) == 50 and names == sorted(names)
+    count_line = " ".join(soup(first).select_one("#count").get_text().split())
+    assert count_line.startswith("Showing 1\u201350 of 65 accounts")
+    links = pager_links(first)
+    assert set(links) == {"next", "last"}
+    second = browser.get(links["next"])
+    rest = account_names(second)
+    assert len(rest) == 15 and set(names).isdisjoint(rest)
+    assert set(names) | set(rest) == ALL | {f"agent{i:02d}" for i in range(60)}
+    assert set(pager_links(second)) == {"first", "prev"}
+    assert browser.get("/admin/accounts?page=99").status_code == 200  # the last page
+    assert account_names(browser.get("/admin/accounts?page=99")) == rest
+
+    # Contains, case-insensitive; % and _ are plain characters.
+    assert account_names(browser.get("/admin/accounts?q=GENT5")) == [
+        f"agent5{i}" for i in range(10)
+    ]
+    assert account_names(browser.get("/admin/accounts?q=O")) == [
+        "boss",
+        "nobody",
+        "reporter",
+        "root",
+    ]
+    nothing = browser.get("/admin/accounts?q=%25")
+    assert account_names(nothing) == []
+    assert "Nothing matches" in soup(nothing).select_one("#count").get_text()
+    # The paging links keep the search.
+    for link in pager_links(browser.get("/admin/accounts?q=agent")).values():
+        assert "q=agent" in link
+
+    for bad in ("page=0", "page=x", "q=" + "x" * 201):
+        response = browser.get(f"/admin/accounts?{bad}")
+        assert response.status_code == 400, bad
+        assert soup(response).select_one("[role=alert]") is not None
+        assert len(soup(response).find_all("h1")) == 1
+
+    partial = browser.get("/admin/accounts?q=boss", headers={"HX-Request": "true"})
+    assert partial.status_code == 200 and soup(partial).h1 is None
+    assert account_names(partial) == ["boss"]
+    assert "HX-Request" in partial.headers["Vary"]
+
+
+def test_last_sign_in_is_set_by_the_login_form_and_not_by_a_token(world, factory):
+    assert account_row("boss").last_sign_in_at is None
+    assert api_read(factory, world["boss"].token).status_code == 200
+    assert account_row("boss").last_sign_in_at is None  # a token is not a sign-in
+    before = utcnow().replace(microsecond=0) - timedelta(seconds=1)
+    factory.browser("boss")
+    stamped = account_row("boss").last_sign_in_at
+    assert stamped is not None and before <= stamped <= utcnow() + timedelta(seconds=1)
+
+    # A wrong password, or a disabled account, leaves it alone.
+    client = factory.app.test_client()
+    client.get("/login")
+    accounts.disable(OPERATOR, "nobody")
+    for username, password in (("boss", "wrong password!"), ("nobody", PASSWORD)):
+        page = client.get("/login").get_data(as_text=True)
+        response = client.post(
+            "/login",
+            data={"csrf_token": csrf_from(page), "username": username, "password": password},
+        )
+        assert response.status_code == 400
+    assert account_row("boss").last_sign_in_at == stamped
+    assert account_row("nobody").last_sign_in_at is None
+
+    page = soup(factory.browser("root").get("/admin/accounts"))
+    cells = {
+        tr["id"].removeprefix("account-"): tr.select_one("td.last-sign-in").get_text(strip=True)
+        for tr in page.select("tbody tr[id]")
+    }
+    assert cells["boss"] == stamped.strftime("%Y-%m-%d %H:%M")
+    assert cells["nobody"] == "never"
+
+
+# --- enabling an account -------------------------------------------------------------------------
+
+
+def test_enable_button_lets_a_disabled_account_back_in_audited(world, factory):
+    boss_browser = factory.browser("boss")
+    accounts.disable(OPERATOR, "boss")
+    assert api_read(factory, world["boss"].token).status_code == 401
+    browser = factory.browser("root")
+    page = soup(browser.get("/admin/accounts?q=bo"))
+    [form] = page.select("#account-boss form[method=post]")
+    assert form["action"] == "/admin/accounts/boss/enable"
+    assert form.select_one("input[name=csrf_token]") is not None
+    assert form.select_one("input[name=q]")["value"] == "bo"
+    # Only disabled accounts have the button; active ones have the Disable link.
+    assert [f["action"] for f in page.select("tbody form")] == ["/admin/accounts/boss/enable"]
+
+    response = post(browser, "/admin/accounts/boss/enable", {"q": "bo"})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/accounts?q=bo#account-boss"
+    assert account_row("boss").active
+    [entry] = audits("account.enable")
+    assert (entry.actor, entry.via, entry.target) == ("root", "ui", "account boss")
+    assert (entry.before["active"], entry.after["active"]) == (False, True)
+    assert "Account boss enabled" in " ".join(flashes(browser.get("/admin/accounts")))
+    # It may sign in again and its unrevoked token works again; the old session stays ended.
+    factory.browser("boss")
+    assert api_read(factory, world["boss"].token).status_code == 200
+    assert boss_browser.get("/audit").status_code == 302
+
+    # Enabling an active account is a clear 400 that changes nothing.
+    before = counts()
+    again = post(browser, "/admin/accounts/boss/enable")
+    assert again.status_code == 400
+    assert "already active" in soup(again).select_one("[role=alert]").get_text()
+    assert len(soup(again).find_all("h1")) == 1
+    assert counts() == before
+    assert post(browser, "/admin/accounts/ghost/enable").status_code == 404
+
+
+def test_enable_service_is_for_system_admins_only(world):
+    accounts.disable(OPERATOR, "boss")
+    before = counts()
+    for username in ALL - SYSADMIN:
+        caller = Principal(username=username, via="ui", system_admin=False)
+        with pytest.raises(Forbidden):
+            accounts.enable(caller, "boss")
+    assert counts() == before
+
+
+# --- another account's API tokens ----------------------------------------------------------------
+
+
+def test_a_system_admin_lists_and_revokes_another_accounts_tokens(world, factory):
+    api_tokens.create(OPERATOR, "boss", "nightly export")
+    db.session.rollback()
+    tokens = {t.label: t for t in api_tokens.of_account(OPERATOR, "boss")}
+    browser = factory.browser("root")
+    page = browser.get("/admin/accounts/boss/tokens")
+    assert page.status_code == 200 and h1(page) == "API tokens of boss"
+    assert len(soup(page).find_all("h1")) == 1
+    rows = {tr["id"]: tr for tr in soup(page).select("tbody tr")}
+    assert set(rows) == {f"token-{t.id}" for t in tokens.values()}
+    export = tokens["nightly export"]
+    row = rows[f"token-{export.id}"]
+    assert export.prefix in row.get_text() and "never" in row.get_text()
+    [form] = row.select("form[method=post]")
+    assert form["action"] == f"/admin/accounts/boss/tokens/{export.id}/revoke"
+    assert form.select_one("input[name=csrf_token]") is not None
+    # The list of accounts links to it.
+    links = {a["href"] for a in soup(browser.get("/admin/accounts")).select("a")}
+    assert "/admin/accounts/boss/tokens" in links
+
+    test_token = tokens["test"]
+    response = post(browser, f"/admin/accounts/boss/tokens/{test_token.id}/revoke")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/accounts/boss/tokens"
+    assert api_read(factory, world["boss"].token).status_code == 401
+    [entry] = audits("token.revoke")
+    assert (entry.actor, entry.via, entry.target) == ("root", "ui", "account boss")
+    assert entry.before["token_id"] == test_token.id
+    after = soup(browser.get("/admin/accounts/boss/tokens"))
+    assert "revoked" in after.select_one(f"#token-{test_token.id}")["class"]
+    assert not after.select(f"#token-{test_token.id} form")
+    assert after.select(f"#token-{export.id} form")
+
+    # A token named under another account's address, or an unknown one, is not found.
+    before = counts()
+    assert post(browser, f"/admin/accounts/nobody/tokens/{export.id}/revoke").status_code == 404
+    assert post(browser, "/admin/accounts/boss/tokens/999999/revoke").status_code == 404
+    assert browser.get("/admin/accounts/ghost/tokens").status_code == 404
+    assert counts() == before
+
+
+def test_other_roles_may_neither_list_nor_revoke_another_accounts_tokens(world, factory):
+    db.session.rollback()
+    [root_token] = api_tokens.of_account(OPERATOR, "root")
+    for role in ALL - SYSADMIN:
+        browser = factory.browser(role)
+        before = counts()
+        assert browser.get("/admin/accounts/root/tokens").status_code == 403, role
+        assert browser.get(f"/admin/accounts/{role}/tokens").status_code == 403, role
+        response = post(browser, f"/admin/accounts/root/tokens/{root_token.id}/revoke")
+        assert response.status_code == 403, role
+        assert counts() == before, role
+    assert api_read(factory, world["root"].token).status_code == 200

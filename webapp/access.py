@@ -96,6 +96,12 @@ class Principal:
         read the log: see `require_audit`)."""
         return None if self.system_admin else self.admin_of
 
+    def may_view_company(self, company: str) -> bool:
+        """Whether the principal may open this company's page (/companies/<id>): a System-Admin,
+        its Company-Admin, Billing Call-Summary, or Billing/Call Reporting for it."""
+        scope = self.visible_companies()
+        return scope is None or company in scope
+
     # --- administration of DDIs and phone users -------------------------------------------
     @property
     def is_admin(self) -> bool:

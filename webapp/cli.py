@@ -134,6 +134,15 @@ def accounts_disable(username: str) -> None:
     click.echo(f"Disabled account {username}.")
 
 
+@accounts_cli.command("enable")
+@click.argument("username")
+@friendly
+def accounts_enable(username: str) -> None:
+    """Let a disabled account sign in again; its unrevoked API tokens work again."""
+    accounts.enable(_operator(), username)
+    click.echo(f"Enabled account {username}.")
+
+
 @tokens_cli.command("create")
 @click.argument("username")
 @click.option("--name", "label", default="", help="A label to recognise the token by.")

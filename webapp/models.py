@@ -96,6 +96,8 @@ class Account(UserMixin, Model):
     # Bumped on disable and password change: sessions carry it, so old ones stop working at once.
     session_epoch: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # The last successful password sign-in (services/signin.py); API token use does not count.
+    last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime)
 
     admin_of: Mapped[list[Company]] = relationship(
         secondary=account_admin_companies, order_by=Company.id

@@ -9,7 +9,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from werkzeug.security import check_password_hash
@@ -18,7 +18,7 @@ from ..access import Principal
 from ..database import write_transaction
 from ..extensions import db
 from ..models import Account, Company
-from . import audit, signin
+from . import audit, paging, signin
 from .errors import Conflict, Forbidden, Invalid, NotFound
 from .fields import check_format
 
@@ -127,6 +127,31 @@ def disable(principal: Principal, username: str) -> None:
         )
 
 
+def enable(principal: Principal, username: str) -> None:
+    """Let a disabled account sign in again (System-Admin). Its old sessions stay ended (the
+    epoch raised by `disable` is kept); its API tokens that were not revoked work again.
+    Invalid if the account is already active. Audited."""
+    principal.require_system_admin("enable accounts")
+    with write_transaction() as session:
+        account = get_for_update(session, username)
+        if account.active:
+            raise Invalid(f"Account '{username}' is already active.", {"username": "active"})
+        before = grants_of(account)
+        account.active = True
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "account.enable",
+                    f"account {username}",
+                    before=before,
+                    after=grants_of(account),
+                )
+            ],
+        )
+
+
 def set_password(principal: Principal, username: str, password: str) -> None:
     """Replace an account's password (System-Admin, or the account itself) and end its sessions."""
     principal.require_manage_account("change another account's password", username=username)
@@ -147,6 +172,39 @@ def list_all(principal: Principal) -> list[Account]:
         .order_by(Account.username)
     )
     return list(db.session.scalars(query))
+
+
+@dataclass(frozen=True)
+class AccountPage:
+    """One page of the accounts list: `number` is 1-based and within 1..pages."""
+
+    rows: list[Account]
+    total: int
+    number: int
+    pages: int
+
+
+def search(
+    principal: Principal, q: object = "", page: object = 1, per_page: int = 50
+) -> AccountPage:
+    """The accounts whose username contains `q` (case-insensitive), by username, one page of
+    `per_page` with their grants (System-Admin). A page past the end answers the last one.
+    Four queries whatever the number of accounts: the count, the page, its two grant lists."""
+    principal.require_system_admin("manage accounts")
+    text = paging.search_text(q)
+    number = paging.page_number(page)
+    matches = Account.username.icontains(text, autoescape=True) if text else true()
+    total = db.session.scalar(select(func.count()).select_from(Account).where(matches)) or 0
+    number, pages = paging.clamp(number, total, per_page)
+    query = (
+        select(Account)
+        .where(matches)
+        .options(selectinload(Account.admin_of), selectinload(Account.reporting_for))
+        .order_by(Account.username)
+        .offset((number - 1) * per_page)
+        .limit(per_page)
+    )
+    return AccountPage(list(db.session.scalars(query)), total, number, pages)
 
 
 def get(principal: Principal, username: str) -> Account:

@@ -11,6 +11,7 @@ from flask import current_app
 from sqlalchemy import select
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from ..database import write_clock, write_transaction
 from ..extensions import db
 from ..models import Account
 from .errors import Invalid
@@ -38,14 +39,27 @@ def hash_password(password: str) -> str:
 
 
 def authenticate_password(username: str, password: str) -> Account | None:
-    """The active account with these credentials, or None; the same cost either way."""
+    """The active account with these credentials, or None; the same cost either way.
+
+    A success stamps the account's last sign-in (`Account.last_sign_in_at`). The slow hash is
+    checked outside any write; then one write transaction locks the account, checks that it is
+    still active with the same password and session epoch (a disable or password change may
+    have committed meanwhile), and stamps it, so a refused sign-in never leaves a stamp."""
     account = db.session.scalars(select(Account).where(Account.username == username)).first()
     if account is None:
         check_password_hash(_DUMMY_HASH, password)
         return None
     if not check_password_hash(account.password_hash, password) or not account.active:
         return None
-    return account
+    checked = (account.id, account.password_hash, account.session_epoch)
+    with write_transaction() as session:
+        locked = session.get(Account, checked[0], with_for_update=True, populate_existing=True)
+        if locked is None or not locked.active:
+            return None
+        if (locked.id, locked.password_hash, locked.session_epoch) != checked:
+            return None
+        locked.last_sign_in_at = write_clock(session)
+    return locked
 
 
 def session_account(session_id: str) -> Account | None:

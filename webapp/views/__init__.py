@@ -25,11 +25,13 @@ def index():
 
 
 def register(app: Flask) -> None:
-    from . import account, admin, audit, auth, pickers, records, reports
+    from . import account, admin, audit, auth, companies, pickers, records, reports
     from .common import principal
     from .forms import FIELD_LABELS
 
-    for module in (auth, records, reports, admin, account, audit, pickers):
+    # pickers before companies: /companies/suggest is a static route, /companies/<id> is not
+    # (Werkzeug prefers the static one whatever the order; the order only reads better).
+    for module in (auth, records, reports, admin, pickers, companies, account, audit):
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})

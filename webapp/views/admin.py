@@ -1,13 +1,16 @@
-"""System-Admin pages: /admin/companies, /admin/accounts.
+"""System-Admin pages: /admin/companies, /admin/accounts, an account's API tokens.
 
 Every rule (who may, what is valid, the last-System-Admin guard) is decided by the services;
 these views parse forms, call them and render. A generated password is shown once, in the
 answer to the POST itself (never in a flash cookie), marked not to be cached.
+
+Both lists are searched (`q`) and paged (`page`, 50 a page) by query parameters, so every view
+is a link; with htmx the answer to a list request is only its rows partial.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
@@ -16,13 +19,16 @@ from werkzeug.datastructures import MultiDict
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
 from ..security import NO_STORE
-from ..services import accounts, companies, signin
-from ..services.errors import ServiceError
+from ..services import accounts, api_tokens, companies, signin
+from ..services.errors import Invalid, NotFound, ServiceError
 from . import pickers
-from .common import principal
+from .common import is_htmx, page_args, principal
 from .forms import ConfirmForm, form_error
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
+PER_PAGE = 50
+# The same address answers a page or an htmx partial: caches must keep them apart.
+VARY = {"Vary": "HX-Request"}
 
 
 def _secret_page(**context):
@@ -57,8 +63,33 @@ def companies_page():
         else:
             flash(f"Company {form.id.data} created.", "success")
             return redirect(url_for("admin.companies"))
-    rows = companies.list_all(me)
-    return render_template("admin/companies.html", rows=rows, form=form), status
+    args = page_args(request.args, ("q", "sort", "dir"))
+    descending = args.get("dir") == "desc"
+    error = None
+    try:
+        if args.get("dir", "asc") not in ("asc", "desc"):
+            raise Invalid("The direction is asc or desc.", {"dir": "asc or desc"})
+        listing = companies.search(
+            me,
+            args.get("q", ""),
+            sort=args.get("sort", "id"),
+            descending=descending,
+            page=request.args.get("page") or 1,
+            per_page=PER_PAGE,
+        )
+    except Invalid as exc:
+        error, status = exc.message, 400
+        listing = companies.CompanyPage([], 0, 1, 1)
+    context = {
+        "listing": listing,
+        "args": args,
+        "sort": args.get("sort", "id"),
+        "descending": descending,
+        "error": error,
+    }
+    if is_htmx() and request.method == "GET":
+        return render_template("admin/_company_rows.html", oob=True, **context), status, VARY
+    return render_template("admin/companies.html", form=form, **context), status, VARY
 
 
 @bp.route("/companies/<company_id>/rename", methods=["GET", "POST"])
@@ -161,8 +192,23 @@ class PasswordForm(FlaskForm):
 @bp.get("/accounts", endpoint="accounts")
 @login_required
 def accounts_page():
-    rows = accounts.list_all(principal())
-    return render_template("admin/accounts.html", rows=rows)
+    return _accounts_list()
+
+
+def _accounts_list(error: str | None = None, status: int = 200):
+    me = principal()
+    args = page_args(request.args, ("q",))
+    try:
+        listing = accounts.search(
+            me, args.get("q", ""), page=request.args.get("page") or 1, per_page=PER_PAGE
+        )
+    except Invalid as exc:
+        error, status = exc.message, 400
+        listing = accounts.AccountPage([], 0, 1, 1)
+    context = {"listing": listing, "args": args, "error": error}
+    if is_htmx() and request.method == "GET":
+        return render_template("admin/_account_rows.html", **context), status, VARY
+    return render_template("admin/accounts.html", **context), status, VARY
 
 
 @bp.route("/accounts/new", methods=["GET", "POST"])
@@ -257,3 +303,59 @@ def account_disable(username: str):
             flash(f"Account {username} disabled; its sessions and tokens no longer work.", "info")
             return redirect(url_for("admin.accounts"))
     return render_template("admin/account_disable.html", account=account, form=form), status
+
+
+@bp.post("/accounts/<username>/enable")
+@login_required
+def account_enable(username: str):
+    """The Enable button of the accounts list: no confirmation, nothing is lost by it."""
+    me = principal()
+    form = ConfirmForm()
+    if not form.validate_on_submit():
+        return _accounts_list("The form expired; reload the page and try again.", 400)
+    try:
+        accounts.enable(me, username)
+    except ServiceError as exc:
+        if exc.status not in (400, 409):
+            raise
+        return _accounts_list(exc.message, exc.status)
+    flash(
+        f"Account {username} enabled: it can sign in again, and its API tokens that were "
+        "not revoked work again (see its tokens).",
+        "success",
+    )
+    back: dict[str, Any] = page_args(request.form, ("q", "page"))
+    return redirect(url_for("admin.accounts", _anchor=f"account-{username}", **back))
+
+
+@bp.get("/accounts/<username>/tokens")
+@login_required
+def account_tokens(username: str):
+    me = principal()
+    account = accounts.get(me, username)  # 403 for all but a System-Admin, 404 if none
+    tokens = api_tokens.of_account(me, username)
+    return render_template("admin/account_tokens.html", account=account, tokens=tokens)
+
+
+@bp.post("/accounts/<username>/tokens/<int:token_id>/revoke")
+@login_required
+def account_token_revoke(username: str, token_id: int):
+    me = principal()
+    accounts.get(me, username)  # 403 for all but a System-Admin, 404 if none
+    token = api_tokens.get(me, token_id)
+    if token.account.username != username:
+        raise NotFound("No such token.")
+    form = ConfirmForm()
+    if not form.validate_on_submit():
+        tokens = api_tokens.of_account(me, username)
+        page = render_template(
+            "admin/account_tokens.html",
+            account=token.account,
+            tokens=tokens,
+            error="The form expired; reload the page and try again.",
+        )
+        return page, 400
+    prefix = token.prefix
+    api_tokens.revoke(me, token_id)
+    flash(f"Token {prefix}… of {username} revoked; the API refuses it from now on.", "info")
+    return redirect(url_for("admin.account_tokens", username=username))
