@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, func, or_, select
 from sqlalchemy.orm import Session
 
 from ..access import CompanyScope, Principal, within
@@ -183,9 +183,9 @@ def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[A
     while True:
         where = list(conditions)
         if last is not None:
-            where.append(
-                or_(table.c.at < last.at, and_(table.c.at == last.at, table.c.id < last.id))
-            )
+            # (at, id) before the last row's, written so both databases read it as one range
+            # of the `at` index in order (a plain OR of the two cases makes SQLite sort).
+            where += [table.c.at <= last.at, or_(table.c.at < last.at, table.c.id < last.id)]
         rows = db.session.execute(query.where(*where)).all()
         yield from rows
         if len(rows) < chunk:

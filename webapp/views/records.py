@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from flask import (
     Blueprint,
@@ -163,8 +163,9 @@ def _list(screen: Screen):
         "per_page": PER_PAGE,
         "may_create": records.may_create_delete(p, screen.kind),
         "companies": _company_choices(p),
-        # Where the forms come back to (None: the plain list, which they fall back to anyway).
-        "back_url": None if (here := _list_url(screen, state)) == _list_url(screen) else here,
+        # Where the forms come back to, as the query string of their links ('' for the plain
+        # list, which they fall back to anyway).
+        "back_query": _back_query(screen, state),
         "marked": marked,
         "changed_note": _changed_note(p, screen, state, page, marked),
     }
@@ -286,6 +287,12 @@ def _parse_back(screen: Screen, raw: str) -> dict[str, Any] | None:
     if any(k not in BACK_PARAMS and k not in screen.kind.fields for k, _ in pairs):
         return None
     return _query(screen, MultiDict(pairs))
+
+
+def _back_query(screen: Screen, state: dict[str, Any]) -> str:
+    """'?back=<the list's address in state>' for the record links, '' for the plain list."""
+    here = _list_url(screen, state)
+    return "" if here == _list_url(screen) else "?" + urlencode({"back": here})
 
 
 def _mark(screen: Screen, keys: dict[str, str]) -> None:
