@@ -581,11 +581,12 @@ def test_audit_filters(world, factory):
     assert actions(date_from="2024-02-01", date_to="2024-02-01") == ["x.two"]
     assert actions(date_to="2024-01-30") == ["x.three"]
     assert actions(target="%") == []  # wildcards are literal
-    # The UI's own writes are there too, with before/after as key: value lists.
+    # The UI's own writes are there too, with what changed as readable field values (issue 12:
+    # one Changes column, "Name: Acme Ltd → Acme Two", instead of Before and After lists).
     post(browser, "/admin/companies/acme/rename", {"name": "Acme Two"})
     row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
     assert row[1] == "root (ui)" and row[2] == "company.rename"
-    assert "name: Acme Ltd" in row[5] and "name: Acme Two" in row[6]
+    assert row[5] == "Name: Acme Ltd → changed to Acme Two"
 
     response = browser.get("/audit", query_string={"date_from": "31/01/2024"})
     assert response.status_code == 400

@@ -877,6 +877,11 @@ GOOD = {
 }
 NEW = {"ddi": "/ddis/new", "user": "/users/new"}
 LIST = {"ddi": "/ddis", "user": "/users"}
+# Where the list reopens after creating GOOD[kind]: the page starting with it.
+CREATED_AT = {
+    "ddi": "/ddis?after=44&after=2071234567",
+    "user": "/users?after=acme&after=dan.acme",
+}
 BAD_FIELDS = [
     ("ddi", {"dialcode": ""}, "dialcode"),
     ("ddi", {"dialcode": "4x"}, "dialcode"),
@@ -944,9 +949,11 @@ def test_create_success_redirects_to_the_list_with_a_flash(world, kind, role, me
     assert form.find("input", attrs={"name": "csrf_token"}) is not None
     response = post(client, NEW[kind], GOOD[kind])
     assert response.status_code == 302
-    assert response.headers["Location"] == LIST[kind]
-    page = soup(client.get(LIST[kind]))
+    # Issue 12: the list reopens at the new record (after the row before it), marked.
+    assert response.headers["Location"] == CREATED_AT[kind]
+    page = soup(client.get(response.headers["Location"]))
     assert message in flashes(page)
+    assert page.select_one("tbody tr.changed") is page.select_one("tbody tr")
     good = GOOD[kind]
     if kind == "ddi":
         assert ("44", "2071239999", "150", ACME) in ddi_rows()
@@ -962,7 +969,7 @@ def test_create_with_htmx_answers_hx_redirect(world, kind):
     client = world.browser("root")
     response = post(client, NEW[kind], GOOD[kind], htmx=True)
     assert response.status_code == 200
-    assert response.headers["HX-Redirect"] == LIST[kind]
+    assert response.headers["HX-Redirect"] == CREATED_AT[kind]
     assert any(m.startswith("Created") for m in flashes(soup(client.get(LIST[kind]))))
 
 

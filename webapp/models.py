@@ -279,6 +279,9 @@ class AuditEntry(Model):
     action: Mapped[str] = mapped_column(String(40))
     target: Mapped[str] = mapped_column(String(200))
     company: Mapped[str | None] = mapped_column(String(64), index=True)
+    # The company a record left when the entry is a move (company changed): the entry is in
+    # the audit of both companies (services/audit.py). NULL for everything else.
+    other_company: Mapped[str | None] = mapped_column(String(64), index=True)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     detail: Mapped[str | None] = mapped_column(Text)

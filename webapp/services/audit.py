@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Row, func, or_, select
 from sqlalchemy.orm import Session
 
-from ..access import Principal, within
+from ..access import CompanyScope, Principal, within
 from ..database import utcnow
 from ..extensions import db
 from ..models import AuditEntry
@@ -25,9 +26,11 @@ def entry(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
     detail: str | None = None,
+    other_company: str | None = None,
     at: datetime | None = None,
 ) -> dict[str, Any]:
-    """One audit row as a dict, for `record`."""
+    """One audit row as a dict, for `record`. `other_company`: the company a record moved
+    away from (`company` is the one it moved to); the entry is in the audit of both."""
     return {
         "at": at or utcnow(),
         "actor": principal.username,
@@ -35,6 +38,7 @@ def entry(
         "action": action,
         "target": target,
         "company": company,
+        "other_company": other_company,
         "before": before,
         "after": after,
         "detail": detail,
@@ -72,6 +76,43 @@ def _text(value: str | None) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
+def about(scope: CompanyScope) -> ColumnElement[bool]:
+    """Entries about a company in `scope`: its own (`company`), or a move away from it
+    (`other_company`). Each side is one indexed column, so each is an index range (SQLite's
+    multi-index OR, PostgreSQL's BitmapOr)."""
+    return or_(within(AuditEntry.company, scope), within(AuditEntry.other_company, scope))
+
+
+def _conditions(
+    principal: Principal,
+    actor: str | None,
+    target: str | None,
+    company: str | None,
+    date_from: date | str | None,
+    date_to: date | str | None,
+) -> list[ColumnElement[bool]]:
+    """The filters of `search` and `export` as SQL conditions, access included; Forbidden or
+    Invalid before anything is read."""
+    principal.require_audit()
+    start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
+    if start and end and end < start:
+        raise Invalid(
+            "The 'to' date is before the 'from' date.", {"date_to": "must not be before 'from'"}
+        )
+    conditions = [about(principal.auditable_companies())]
+    if actor := _text(actor):
+        conditions.append(AuditEntry.actor == actor)
+    if target := _text(target):
+        conditions.append(func.lower(AuditEntry.target).contains(target.lower(), autoescape=True))
+    if company := _text(company):
+        conditions.append(about(frozenset({company})))
+    if start:
+        conditions.append(AuditEntry.at >= datetime.combine(start, time.min))
+    if end and end < date.max:  # 9999-12-31 has no next day: no upper bound
+        conditions.append(AuditEntry.at < datetime.combine(end + timedelta(days=1), time.min))
+    return conditions
+
+
 def search(
     principal: Principal,
     *,
@@ -86,33 +127,18 @@ def search(
     """One page of the audit log, newest first, and how many entries match in all.
 
     A System-Admin reads every entry; a Company-Admin only entries about a company it
-    administers (silently: others are not counted); anyone else gets Forbidden. Filters:
-    `actor` exact username, `target` case-insensitive substring, `company` exact, `date_from`
-    and `date_to` whole UTC days, both inclusive.
+    administers (silently: others are not counted); anyone else gets Forbidden. An entry is
+    about its `company` and, for a move between companies, the company the record left
+    (`other_company`). Filters: `actor` exact username, `target` case-insensitive substring,
+    `company` exact (either side of a move), `date_from` and `date_to` whole UTC days, both
+    inclusive.
     """
-    principal.require_audit()
-    start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
-    if start and end and end < start:
-        raise Invalid(
-            "The 'to' date is before the 'from' date.", {"date_to": "must not be before 'from'"}
-        )
+    conditions = _conditions(principal, actor, target, company, date_from, date_to)
     if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
         raise Invalid(f"'page' must be 1 to {MAX_PAGE}.", {"page": f"must be 1 to {MAX_PAGE}"})
     if isinstance(per_page, bool) or not isinstance(per_page, int):
         raise Invalid("'per_page' must be an integer.", {"per_page": "must be an integer"})
     per_page = max(1, min(per_page, MAX_PER_PAGE))
-
-    conditions = [within(AuditEntry.company, principal.auditable_companies())]
-    if actor := _text(actor):
-        conditions.append(AuditEntry.actor == actor)
-    if target := _text(target):
-        conditions.append(func.lower(AuditEntry.target).contains(target.lower(), autoescape=True))
-    if company := _text(company):
-        conditions.append(AuditEntry.company == company)
-    if start:
-        conditions.append(AuditEntry.at >= datetime.combine(start, time.min))
-    if end and end < date.max:  # 9999-12-31 has no next day: no upper bound
-        conditions.append(AuditEntry.at < datetime.combine(end + timedelta(days=1), time.min))
 
     total = db.session.scalar(select(func.count()).select_from(AuditEntry).where(*conditions))
     rows = db.session.scalars(
@@ -123,3 +149,45 @@ def search(
         .offset((page - 1) * per_page)
     )
     return list(rows), total or 0
+
+
+EXPORT_CHUNK = 1000
+
+
+def export(
+    principal: Principal,
+    *,
+    actor: str | None = None,
+    target: str | None = None,
+    company: str | None = None,
+    date_from: date | str | None = None,
+    date_to: date | str | None = None,
+    chunk: int = EXPORT_CHUNK,
+) -> Iterator[Row[Any]]:
+    """Every entry `search` would page through with these filters (the same access rules),
+    newest first, as plain rows (attributes as AuditEntry's), read `chunk` at a time.
+
+    Access and filters are checked now (Forbidden, Invalid); the rows are read as the
+    iterator is consumed, each chunk after the last entry of the one before (at, id), so the
+    log is never held in memory and each chunk is one range of the `at` index."""
+    conditions = _conditions(principal, actor, target, company, date_from, date_to)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError("chunk must be a positive integer")
+    return _chunks(conditions, chunk)
+
+
+def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[Any]]:
+    table = AuditEntry.__table__
+    query = select(*table.c).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
+    last: Row[Any] | None = None
+    while True:
+        where = list(conditions)
+        if last is not None:
+            # (at, id) before the last row's, written so both databases read it as one range
+            # of the `at` index in order (a plain OR of the two cases makes SQLite sort).
+            where += [table.c.at <= last.at, or_(table.c.at < last.at, table.c.id < last.id)]
+        rows = db.session.execute(query.where(*where)).all()
+        yield from rows
+        if len(rows) < chunk:
+            return
+        last = rows[-1]

@@ -33,6 +33,7 @@ class AuditData:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     detail: str | None = None
+    other_company: str | None = None  # a move's old company: the entry shows in its audit too
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ def audit_entry(principal: Principal, data: AuditData, at: datetime) -> dict[str
         before=data.before,
         after=data.after,
         detail=data.detail,
+        other_company=data.other_company,
         at=at,
     )
 

@@ -210,6 +210,7 @@ def _set_values(
                 company=row.company,
                 before=before,
                 after=kind.as_dict(row),
+                other_company=before["company"] if "company" in diff else None,
             )
         )
     try:

@@ -11,7 +11,7 @@ from flask import current_app
 from sqlalchemy import select
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from ..database import write_clock, write_transaction
+from ..database import utcnow, write_transaction
 from ..extensions import db
 from ..models import Account
 from .errors import Invalid
@@ -58,7 +58,9 @@ def authenticate_password(username: str, password: str) -> Account | None:
             return None
         if (locked.id, locked.password_hash, locked.session_epoch) != checked:
             return None
-        locked.last_sign_in_at = write_clock(session)
+        # The app's clock, not the change path's write clock: a sign-in changes no record and
+        # needs no ordering against other writers, only a time to show.
+        locked.last_sign_in_at = utcnow()
     return locked
 
 

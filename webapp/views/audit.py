@@ -1,4 +1,5 @@
-"""The audit log: /audit, filtered and paged by query parameters (every view is a link).
+"""The audit log: /audit, filtered and paged by query parameters (every view is a link), and
+/audit.csv, the same filtered view as a download.
 
 The filter form is a GET form: it changes nothing, so it carries no CSRF token (a token in a
 shareable URL would leak it); htmx requests send the token in their X-CSRFToken header anyway.
@@ -7,7 +8,11 @@ With htmx the answer is only the rows partial.
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template, request
+import csv
+import io
+from collections.abc import Iterator
+
+from flask import Blueprint, Response, render_template, request, stream_with_context
 from flask_login import login_required
 from wtforms import Form, StringField
 
@@ -15,10 +20,12 @@ from ..access import Principal
 from ..services import audit
 from ..services.errors import Invalid, ServiceError
 from . import pickers
+from .audit_values import changes, changes_text
 from .common import is_htmx, page_args, principal
+from .csv_safe import neutralise
 from .forms import form_error
 
-bp = Blueprint("audit", __name__, url_prefix="/audit")
+bp = Blueprint("audit", __name__)
 
 PER_PAGE = 50
 FILTERS = ("actor", "target", "company", "date_from", "date_to")
@@ -48,7 +55,7 @@ def _company_filter(me: Principal, form: FilterForm) -> None:
         raise Invalid(f"Company: {picked.error}.", {"company": picked.error or ""})
 
 
-@bp.get("")
+@bp.get("/audit")
 @login_required
 def index():
     me = principal()
@@ -69,9 +76,52 @@ def index():
         "page": page,
         "pages": max(1, -(-total // PER_PAGE)),
         "args": page_args(request.args, FILTERS),
+        "changes": changes,
     }
     partial = _partial_only()
     template = "audit/_rows.html" if partial else "audit/index.html"
     response = render_template(template, partial=partial, **context)
     # The same address answers a page or a partial: caches must keep them apart.
     return response, status, {"Vary": "HX-Request"}
+
+
+CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
+CSV_FLUSH = 500  # rows written between two chunks of the response
+
+
+@bp.get("/audit.csv")
+@login_required
+def csv_download():
+    """Every entry of the filtered view (the same parameters and access as /audit), newest
+    first, streamed as it is read; a refusal or a bad filter is an ordinary error page."""
+    me = principal()
+    form = FilterForm(request.args)
+    _company_filter(me, form)  # the same company picker as the page
+    filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
+    entries = audit.export(me, **filters)  # checks access and filters before streaming
+
+    def lines() -> Iterator[str]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        for n, e in enumerate(entries, 1):
+            cells = (
+                e.at.strftime("%Y-%m-%d %H:%M:%S"),
+                e.actor,
+                e.via,
+                e.action,
+                e.target,
+                e.company or "",
+                changes_text(e.before, e.after),
+                e.detail or "",
+            )
+            writer.writerow([neutralise(c) for c in cells])
+            if n % CSV_FLUSH == 0:
+                yield out.getvalue()
+                out.seek(0)
+                out.truncate()
+        yield out.getvalue()
+
+    response = Response(stream_with_context(lines()), mimetype="text/csv")
+    response.headers["Content-Disposition"] = "attachment; filename=audit.csv"
+    return response

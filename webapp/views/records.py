@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from flask import (
     Blueprint,
@@ -22,15 +23,17 @@ from flask import (
     redirect,
     render_template,
     request,
+    session,
     stream_with_context,
     url_for,
 )
 from flask_login import login_required
 from flask_wtf import FlaskForm
+from werkzeug.datastructures import MultiDict
 from wtforms import StringField
 
 from ..access import Principal
-from ..services import ddis, listing, phone_users, record_query, records
+from ..services import ddis, landing, listing, phone_users, record_query, records
 from ..services.errors import Invalid, ServiceError
 from . import pickers
 from .common import is_htmx, principal
@@ -98,12 +101,12 @@ def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 # --- lists -------------------------------------------------------------------------------------
-def _query(screen: Screen) -> dict[str, Any]:
-    """The list's state from the query string: filters, sort, and where in the list the page
-    is (bad values fall back: an unknown sort to the key order, a bad position to the first
-    page). Positions: `after` or `before` a row (the order fields' values, repeated: see
+def _query(screen: Screen, args: MultiDict[str, str] | None = None) -> dict[str, Any]:
+    """The list's state from the query string (or `args`): filters, sort, and where in the list
+    the page is (bad values fall back: an unknown sort to the key order, a bad position to the
+    first page). Positions: `after` or `before` a row (the order fields' values, repeated: see
     listing.order_fields), `last=1`, or an old-style `page` number."""
-    args = request.args
+    args = request.args if args is None else args
     sort = args.get("sort") if args.get("sort") in screen.kind.fields else None
     page = args.get("page", "")
     # The number search rides with the filters, so every link of the view carries it.
@@ -164,6 +167,7 @@ def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, co
 def _list(screen: Screen):
     p = principal()
     state = _query(screen)
+    marked = _take_mark(screen)
     error, status = None, 200
     picked = _company_filter(p, state)
     try:
@@ -184,6 +188,11 @@ def _list(screen: Screen):
         "may_create": records.may_create_delete(p, screen.kind),
         "company_picked": picked,
         "search_label": SEARCH_LABEL,
+        # Where the forms come back to, as the query string of their links ('' for the plain
+        # list, which they fall back to anyway).
+        "back_query": _back_query(screen, state),
+        "marked": marked,
+        "changed_note": _changed_note(p, screen, state, page, marked),
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
@@ -242,15 +251,158 @@ def users_csv():
     return _csv(USER)
 
 
+# --- coming back to the list ------------------------------------------------------------------
+# A form carries the list state it was opened from (filters, sort, position) as `back`, the
+# list's own address; after a save the list reopens there with the record marked. `back` is
+# rebuilt from its parsed state, never echoed: anything but this list's address with the list's
+# own parameters is ignored (no open redirect).
+BACK_PARAMS = frozenset({"sort", "dir", "after", "before", "last", "page"})
+MAX_BACK = 2000
+MARK = "changed_record"  # session key: the record the list marks once, after a save
+
+
+def _state_args(state: dict[str, Any]) -> dict[str, Any]:
+    """The query parameters that reopen the list in `state`."""
+    args: dict[str, Any] = dict(state["filters"])
+    if state["sort"]:
+        args.update(sort=state["sort"], dir="desc" if state["descending"] else "asc")
+    if state["after"] is not None:
+        args["after"] = list(state["after"])
+    elif state["before"] is not None:
+        args["before"] = list(state["before"])
+    elif state["last"]:
+        args["last"] = 1
+    elif state["page"]:
+        args["page"] = state["page"]
+    return args
+
+
+def _list_url(screen: Screen, state: dict[str, Any] | None = None) -> str:
+    """The list's address in `state` (None: its first page, unfiltered)."""
+    return url_for(f"records.{screen.plural}_list", **(_state_args(state) if state else {}))
+
+
+def _back_state(screen: Screen) -> dict[str, Any] | None:
+    """The list state the request came from: its `back` (form field, else query string) or,
+    for htmx, the address shown in the browser (HX-Current-URL: the list after filtering in
+    place); the first that is this list's local address with only the list's parameters."""
+    current = request.headers.get("HX-Current-URL", "") if is_htmx() else ""
+    here = urlsplit(current)
+    candidates = (
+        request.form.get("back", ""),
+        urlunsplit(("", "", here.path, here.query, "")) if here.netloc == request.host else "",
+        request.args.get("back", ""),
+    )
+    for raw in candidates:
+        if (state := _parse_back(screen, raw)) is not None:
+            return state
+    return None
+
+
+def _parse_back(screen: Screen, raw: str) -> dict[str, Any] | None:
+    if not raw or len(raw) > MAX_BACK or not raw.isprintable() or "\\" in raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc or parts.fragment or parts.path != _list_url(screen):
+        return None
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        return None
+    if any(k not in BACK_PARAMS and k not in screen.kind.fields for k, _ in pairs):
+        return None
+    return _query(screen, MultiDict(pairs))
+
+
+def _back_query(screen: Screen, state: dict[str, Any]) -> str:
+    """'?back=<the list's address in state>' for the record links, '' for the plain list."""
+    here = _list_url(screen, state)
+    return "" if here == _list_url(screen) else "?" + urlencode({"back": here})
+
+
+def _mark(screen: Screen, keys: dict[str, str]) -> None:
+    session[MARK] = {"list": screen.plural, "keys": keys}
+
+
+def _take_mark(screen: Screen) -> dict[str, str] | None:
+    """The record to mark on this list, once: the next list page shown no longer marks it."""
+    # Only a session holding a mark is changed (and so sent back as a cookie).
+    mark = session.pop(MARK) if MARK in session else None
+    if not isinstance(mark, dict) or mark.get("list") != screen.plural:
+        return None
+    keys = mark.get("keys")
+    return keys if isinstance(keys, dict) else None
+
+
+def _positioned(state: dict[str, Any], located: landing.Located) -> dict[str, Any]:
+    """`state` moved to the page that starts with the located record."""
+    return {**state, "after": located.after, "before": None, "last": False, "page": None}
+
+
+def _changed_note(
+    p: Principal,
+    screen: Screen,
+    state: dict[str, Any],
+    page: listing.Listing,
+    marked: dict[str, str] | None,
+) -> dict[str, str | None] | None:
+    """What the list says when the record just saved is not among its rows: it no longer
+    matches the filters, or it is elsewhere in the order (with a link to it)."""
+    if not marked or any(screen.keys_of(row) == marked for row in page.rows):
+        return None
+    label = f"{screen.kind.label} {screen.label_of(marked)}"
+    try:
+        located = landing.locate(
+            p,
+            screen.kind,
+            marked,
+            state["filters"],
+            sort=state["sort"],
+            descending=state["descending"],
+        )
+    except (KeyError, ServiceError):  # a mark that names no record of this list
+        located = None
+    if located is None:
+        return {"text": f"{label} is no longer in this list.", "href": None}
+    if not located.matches:
+        return {"text": f"{label} no longer matches these filters.", "href": None}
+    href = _list_url(screen, _positioned(state, located))
+    return {"text": f"{label} is elsewhere in this order.", "href": href}
+
+
+def _show_created(p: Principal, screen: Screen, message: str, keys: dict[str, str]):
+    """After a create: the list the form came from, from the new record on, marked; without
+    its filters if they would hide it."""
+    state = _back_state(screen) or _query(screen, MultiDict())
+    where = {"sort": state["sort"], "descending": state["descending"]}
+    note = None
+    located = landing.locate(p, screen.kind, keys, state["filters"], **where)
+    if located is not None and not located.matches and state["filters"]:
+        note = "The filters were cleared to show it."
+        state = {**state, "filters": {}}
+        located = landing.locate(p, screen.kind, keys, {}, **where)
+    if located is not None and located.matches:
+        state = _positioned(state, located)
+        keys = screen.keys_of(located.record)
+    _mark(screen, keys)
+    return _done(screen, message, state, note)
+
+
 # --- one record --------------------------------------------------------------------------------
 def _find(p: Principal, screen: Screen, keys: dict[str, str]) -> dict[str, str]:
     """The visible record named by the URL; a malformed or invisible one is simply not found."""
     return record_query.get(p, screen.kind, keys)
 
 
-def _done(screen: Screen, message: str):
+def _done(
+    screen: Screen, message: str, state: dict[str, Any] | None = None, note: str | None = None
+):
+    """After a save: the list as the form's `back` state describes it (else its first page),
+    with a message naming the record."""
     flash(message, "success")
-    target = url_for(f"records.{screen.plural}_list")
+    if note:
+        flash(note, "info")
+    target = _list_url(screen, state)
     if is_htmx():  # the form sat in a panel of the list: reload the list with the message
         response = make_response("", 200)
         response.headers["HX-Redirect"] = target
@@ -260,7 +412,9 @@ def _done(screen: Screen, message: str):
 
 def _render_form(screen: Screen, form: RecordForm, action: str, record=None, status=200):
     template = "records/_form.html" if is_htmx() else "records/form.html"
-    return render_template(template, screen=screen, form=form, action=action, record=record), status
+    back = _list_url(screen, _back_state(screen))
+    context = {"screen": screen, "form": form, "action": action, "record": record, "back": back}
+    return render_template(template, **context), status
 
 
 def _create(screen: Screen):
@@ -276,7 +430,8 @@ def _create(screen: Screen):
         except ServiceError as exc:
             status = form_error(form, exc, on_form=(400, 404, 409), status=400)
             return _render_form(screen, form, "create", status=status)
-        return _done(screen, f"Created {screen.kind.label} {screen.label_of(values)}.")
+        message = f"Created {screen.kind.label} {screen.label_of(values)}."
+        return _show_created(p, screen, message, screen.keys_of(values))
     return _render_form(screen, form, "create", status=400 if request.method == "POST" else 200)
 
 
@@ -303,7 +458,9 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
             status = form_error(form, exc, on_form=(400, 409), status=400)
             return _render_form(screen, form, action, record, status=status)
         verb = "Linked" if action == "link" else ("Saved" if changed else "No changes to")
-        return _done(screen, f"{verb} {screen.kind.label} {screen.label_of(record)}.")
+        _mark(screen, screen.keys_of({**record, **values}))
+        message = f"{verb} {screen.kind.label} {screen.label_of(record)}."
+        return _done(screen, message, _back_state(screen))
     else:
         return _render_form(screen, form, action, record, status=400)
     return _render_form(screen, form, action, record)
@@ -316,10 +473,13 @@ def _delete(screen: Screen, keys: dict[str, str]):
     form = FlaskForm()
     if request.method == "POST" and form.validate_on_submit():
         screen.service.delete(p, {**screen.keys_of(record), "company": record["company"]})
-        return _done(screen, f"Deleted {screen.kind.label} {screen.label_of(record)}.")
+        message = f"Deleted {screen.kind.label} {screen.label_of(record)}."
+        return _done(screen, message, _back_state(screen))
     template = "records/_delete.html" if is_htmx() else "records/delete.html"
     status = 400 if request.method == "POST" else 200
-    return render_template(template, screen=screen, form=form, record=record), status
+    back = _list_url(screen, _back_state(screen))
+    context = {"screen": screen, "form": form, "record": record, "back": back}
+    return render_template(template, **context), status
 
 
 @bp.route("/ddis/new", methods=["GET", "POST"])

@@ -1,0 +1,405 @@
+"""The audit log as a reader gets it (issue 12, spec §10 "Audit"): before and after as readable
+field changes, /audit.csv of the filtered view, and a DDI or phone user moved between companies
+in the audit of both (audit_log.other_company, migration 0007).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import inspect
+import io
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from flask import g
+from sqlalchemy import select, update
+
+from webapp.access import Principal
+from webapp.database import write_transaction
+from webapp.extensions import db
+from webapp.models import AuditEntry
+from webapp.services import accounts, audit, ddis, phone_users
+from webapp.services.errors import Forbidden, Invalid
+from webapp.views import audit_values
+from webapp.views.audit_values import FieldChange, changes, changes_text
+
+from .factories import OPERATOR, snapshot
+
+CSV_HEADER = ["at", "actor", "via", "action", "target", "company", "changes", "detail"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_csrf_per_request(app):
+    @app.before_request
+    def _forget_csrf():
+        g.pop("csrf_token", None)
+
+
+@pytest.fixture
+def world_accounts() -> dict[str, str]:
+    # cadmin: acme; cadmin2: acme and initech; globex_admin: globex only.
+    return {
+        "root": "root",
+        "cadmin": "cadmin",
+        "cadmin2": "cadmin2",
+        "globex_admin": "cadmin_reporter",
+        "summary": "summary",
+        "nobody": "nobody",
+    }
+
+
+def admin_of(*companies: str) -> Principal:
+    return Principal(username="reader", via="ui", admin_of=frozenset(companies))
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+def audit_rows(response) -> list[list[str]]:
+    return [
+        [td.get_text(" ", strip=True) for td in tr.find_all("td")]
+        for tr in soup(response).select("table.audit tbody tr")
+        if not tr.select("td.empty")
+    ]
+
+
+def csv_rows(response) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(response.get_data(as_text=True))))
+
+
+def add_entries(entries) -> None:
+    with write_transaction() as session:
+        audit.record(session, entries)
+
+
+def last(action: str) -> AuditEntry:
+    db.session.rollback()
+    return db.session.scalars(
+        select(AuditEntry).where(AuditEntry.action == action).order_by(AuditEntry.id.desc())
+    ).first()
+
+
+# --- readable values -----------------------------------------------------------------------------
+
+
+def test_an_update_shows_only_the_fields_that_changed():
+    before = {"dialcode": "44", "number": "2071", "virt_exten": "100", "company": "acme"}
+    after = {**before, "virt_exten": "101", "company": "globex"}
+    assert changes(before, after) == [
+        FieldChange("Extension", "100", "101"),
+        FieldChange("Company", "acme", "globex"),
+    ]
+    assert changes_text(before, after) == "Extension: 100 → 101; Company: acme → globex"
+
+
+def test_a_creation_and_a_deletion_list_every_field():
+    row = {"username": "ana", "virt_exten": "200", "company": "acme"}
+    assert changes_text(None, row) == "Username: ana; Extension: 200; Company: acme"
+    assert changes(row, None)[0] == FieldChange("Username", "ana", None)
+    assert changes(None, None) == [] and changes_text({}, {}) == ""
+
+
+def test_account_values_read_as_words():
+    before = {
+        "system_admin": False,
+        "admin_of": [],
+        "billing_summary": True,
+        "reporting_for": ["acme", "globex"],
+        "active": True,
+    }
+    after = {**before, "system_admin": True, "admin_of": ["acme", "initech"], "active": False}
+    assert changes_text(before, after) == (
+        "System-Admin: no → yes; Company-Admin of: (none) → acme, initech; Active: yes → no"
+    )
+    created = changes_text(None, {"username": "eve", **before})
+    assert "Billing Call-Summary: yes" in created
+    assert "Billing/Call-Reporting for: acme, globex" in created
+    # Nothing is shown as Python would print it.
+    assert "False" not in created and "[" not in created and "None" not in created
+
+
+def test_unknown_fields_and_odd_values_still_read_well():
+    assert audit_values.label("max_rows") == "Max rows"
+    assert audit_values.readable(None) == "(none)"
+    assert audit_values.readable(7) == "7"
+    assert audit_values.readable({"a": True}) == "A: yes"
+    assert changes_text({"x": None}, {"x": 3}) == "X: (none) → 3"
+
+
+def test_the_audit_page_shows_readable_changes(world):
+    ddis.create(
+        OPERATOR, {"dialcode": "44", "number": "2071", "virt_exten": "100", "company": "acme"}
+    )
+    ddis.update(
+        OPERATOR, {"dialcode": "44", "number": "2071", "company": "acme"}, {"virt_exten": "101"}
+    )
+    ddis.link(
+        OPERATOR, {"dialcode": "44", "number": "2071"}, {"virt_exten": "7", "company": "globex"}
+    )
+    accounts.set_grants(
+        OPERATOR,
+        "nobody",
+        system_admin=False,
+        admin_of=["acme"],
+        billing_summary=False,
+        reporting_for=[],
+    )
+    rows = audit_rows(world.factory.browser("root").get("/audit"))
+    by_action = {r[2]: r for r in rows}
+    assert by_action["ddi.update"][5] == "Extension: 100 → changed to 101"
+    link = by_action["ddi.link"]
+    assert link[4] == "globex (from acme)"
+    assert "Extension: 101 → changed to 7" in link[5]
+    assert "Company: acme → changed to globex" in link[5]
+    assert by_action["ddi.create"][5].startswith("Dialcode: 44 Number: 2071")
+    assert by_action["account.grants"][5] == "Company-Admin of: (none) → changed to acme"
+
+
+def test_the_audit_table_stacks_at_phone_width_and_scrolls_by_keyboard(world):
+    add_entries([audit.entry(OPERATOR, "x.one", "thing", company="acme", after={"a": 1})])
+    page = soup(world.factory.browser("root").get("/audit"))
+    wrap = page.select_one("#audit-rows .table-wrap")
+    assert wrap["tabindex"] == "0" and wrap["role"] == "region" and wrap["aria-label"]
+    table = wrap.select_one("table")
+    assert "stack" in table["class"]  # app.css: labelled blocks under 640 px
+    headings = [th.get_text(strip=True) for th in table.select("thead th")]
+    for tr in table.select("tbody tr"):
+        assert [td["data-label"] for td in tr.find_all("td")] == headings
+
+
+def test_hostile_values_are_escaped_in_the_changes(world):
+    hostile = "<script>alert(1)</script>"
+    add_entries(
+        [audit.entry(OPERATOR, "x.evil", "thing", before={hostile: hostile}, after={hostile: 1})]
+    )
+    html = world.factory.browser("root").get("/audit").get_data(as_text=True)
+    assert hostile not in html and "&lt;script&gt;" in html
+
+
+# --- moves in the audit of both companies ----------------------------------------------------
+
+
+def moved_world() -> None:
+    """A DDI moved from globex to initech by update, one by link, a phone user moved by
+    update; and an entry about acme alone."""
+    for number in ("1", "2"):
+        ddis.create(
+            OPERATOR, {"dialcode": "44", "number": number, "virt_exten": "1", "company": "globex"}
+        )
+    phone_users.create(OPERATOR, {"username": "ana", "virt_exten": "2", "company": "globex"})
+    ddis.update(
+        OPERATOR, {"dialcode": "44", "number": "1", "company": "globex"}, {"company": "initech"}
+    )
+    ddis.link(
+        OPERATOR, {"dialcode": "44", "number": "2"}, {"virt_exten": "3", "company": "initech"}
+    )
+    phone_users.update(OPERATOR, {"username": "ana", "company": "globex"}, {"company": "initech"})
+    ddis.create(OPERATOR, {"dialcode": "44", "number": "3", "virt_exten": "1", "company": "acme"})
+
+
+MOVES = {"ddi.update", "ddi.link", "user.update"}
+
+
+def test_a_move_records_the_company_it_left(world):
+    moved_world()
+    for action in MOVES:
+        entry = last(action)
+        assert (entry.company, entry.other_company) == ("initech", "globex"), action
+    # A change that is not a move names no other company.
+    ddis.update(
+        OPERATOR, {"dialcode": "44", "number": "1", "company": "initech"}, {"virt_exten": "9"}
+    )
+    assert last("ddi.update").other_company is None
+    assert last("ddi.create").other_company is None
+
+
+def test_the_old_companys_admin_sees_the_move_and_an_unrelated_one_does_not(world):
+    moved_world()
+
+    def actions(principal, **filters) -> set[str]:
+        rows, total = audit.search(principal, **filters)
+        assert total == len(rows)
+        return {r.action for r in rows}
+
+    old, new, unrelated = admin_of("globex"), admin_of("initech"), admin_of("acme")
+    assert actions(old) >= MOVES and actions(new) >= MOVES
+    assert not MOVES & actions(unrelated)
+    assert actions(unrelated) == {"ddi.create", "company.create"}
+    # The company filter finds a move under either company, and only where the reader may look.
+    assert actions(OPERATOR, company="globex") >= MOVES
+    assert actions(OPERATOR, company="initech") >= MOVES
+    assert not MOVES & actions(OPERATOR, company="acme")
+    assert actions(unrelated, company="globex") == set()
+    # The pages: globex's Company-Admin sees the moves away from it, with where they went.
+    rows = audit_rows(world.factory.browser("globex_admin").get("/audit"))
+    moves = [r for r in rows if r[2] in MOVES]
+    assert len(moves) == 3 and {r[4] for r in moves} == {"initech (from globex)"}
+    assert not [
+        r for r in audit_rows(world.factory.browser("cadmin").get("/audit")) if r[2] in MOVES
+    ]
+
+
+def load_migration():
+    path = Path(__file__).parent.parent / "migrations" / "versions" / "0007_audit_other_company.py"
+    spec = importlib.util.spec_from_file_location("migration_0007", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_migration_backfills_older_moves(world):
+    moved_world()
+    with write_transaction() as session:  # as the moves were stored before migration 0007
+        session.execute(update(AuditEntry).values(other_company=None))
+    assert not MOVES & {r.action for r in audit.search(admin_of("globex"))[0]}
+    with write_transaction() as session:
+        changed = load_migration().backfill(session.connection())
+    assert changed == 3
+    assert {r.action for r in audit.search(admin_of("globex"))[0]} >= MOVES
+    assert {last(a).other_company for a in MOVES} == {"globex"}
+    assert last("ddi.create").other_company is None
+
+
+# --- /audit.csv ------------------------------------------------------------------------------
+
+
+def test_csv_holds_the_filtered_view_with_readable_columns(world):
+    day = datetime(2024, 3, 1, 12)
+    add_entries(
+        [
+            audit.entry(
+                OPERATOR,
+                "ddi.update",
+                "ddi 44:1",
+                company="acme",
+                before={"virt_exten": "1", "company": "acme"},
+                after={"virt_exten": "2", "company": "acme"},
+                at=day,
+            ),
+            audit.entry(OPERATOR, "x.other", "gadget", company="globex", at=day),
+            audit.entry(OPERATOR, "x.old", "ddi 44:2", company="acme", at=day - timedelta(3)),
+        ]
+    )
+    browser = world.factory.browser("root")
+    response = browser.get("/audit.csv?target=ddi&date_from=2024-03-01")
+    assert response.status_code == 200 and response.mimetype == "text/csv"
+    assert "attachment" in response.headers["Content-Disposition"]
+    assert csv_rows(response) == [
+        CSV_HEADER,
+        [
+            "2024-03-01 12:00:00",
+            "test",
+            "cli",
+            "ddi.update",
+            "ddi 44:1",
+            "acme",
+            "Extension: 1 → 2",
+            "",
+        ],
+    ]
+    # The page links the download with its filters.
+    page = soup(browser.get("/audit?target=ddi&date_from=2024-03-01"))
+    link = page.select_one("#audit-csv")["href"]
+    assert (
+        link.startswith("/audit.csv?") and "target=ddi" in link and "date_from=2024-03-01" in link
+    )
+
+
+def test_csv_follows_the_access_rules_of_the_page(world):
+    moved_world()
+    add_entries([audit.entry(OPERATOR, "x.none", "no company")])
+    factory = world.factory
+
+    def actions(username: str, query: str = "") -> list[str]:
+        response = factory.browser(username).get("/audit.csv" + query)
+        assert response.status_code == 200
+        return [row[3] for row in csv_rows(response)[1:]]
+
+    everything = actions("root")
+    assert "x.none" in everything and set(everything) >= MOVES
+    acme = actions("cadmin")
+    assert acme and "x.none" not in acme and not MOVES & set(acme)
+    assert set(actions("globex_admin")) >= MOVES
+    # A company the audit picker does not offer this account is "unknown company", as on the
+    # page (the company pickers' rule), not an empty download.
+    assert factory.browser("cadmin").get("/audit.csv?company=globex").status_code == 400
+    for username in ("summary", "nobody"):
+        response = factory.browser(username).get("/audit.csv")
+        assert response.status_code == 403
+    assert world.client.get("/audit.csv").status_code == 302  # signed out: to /login
+    response = factory.browser("root").get("/audit.csv?date_from=yesterday")
+    assert response.status_code == 400 and "yyyy-mm-dd" in response.get_data(as_text=True)
+
+
+def test_csv_streams_every_row_in_chunks(world, monkeypatch):
+    start = datetime(2023, 1, 1)
+    # Pairs of entries at the same instant: chunks must split ties on the id.
+    add_entries(
+        [
+            audit.entry(OPERATOR, "x.n", f"item {i}", company="acme", at=start + timedelta(i // 2))
+            for i in range(2345)
+        ]
+    )
+    reads = []
+    real = audit._chunks
+
+    def counting(conditions, chunk):
+        for row in real(conditions, chunk):
+            reads.append(row.id)
+            yield row
+
+    monkeypatch.setattr(audit, "_chunks", counting)
+    entries = audit.export(OPERATOR, target="item", chunk=100)
+    assert inspect.isgenerator(entries) and reads == []  # nothing read until consumed
+    first = next(entries)
+    assert first.target == "item 2344" and len(reads) == 1
+    targets = [first.target] + [e.target for e in entries]
+    expected = [f"item {i}" for i in reversed(range(2345))]
+    assert targets == expected
+    response = world.factory.browser("root").get("/audit.csv?target=item")
+    assert response.is_streamed
+    rows = csv_rows(response)
+    assert [r[4] for r in rows[1:]] == expected
+
+
+def test_export_checks_access_and_filters_before_reading(world):
+    with pytest.raises(Forbidden):
+        audit.export(Principal(username="x", via="ui", billing_summary=True))
+    with pytest.raises(Invalid):
+        audit.export(OPERATOR, date_from="2024-13-01")
+    with pytest.raises(Invalid):
+        audit.export(OPERATOR, date_from="2024-02-02", date_to="2024-02-01")
+
+
+def test_csv_cells_cannot_become_formulas(world):
+    add_entries(
+        [
+            audit.entry(
+                OPERATOR,
+                "x.evil",
+                "=HYPERLINK(1)",
+                company="acme",
+                before={"virt_exten": "1"},
+                after={"virt_exten": "2"},
+                detail="+cmd|' /C calc'!A0",
+            ),
+            audit.entry(OPERATOR, "x.evil2", "@SUM(1)", after={"-x": "1"}),
+        ]
+    )
+    rows = {r[3]: r for r in csv_rows(world.factory.browser("root").get("/audit.csv"))[1:]}
+    assert rows["x.evil"][4] == "'=HYPERLINK(1)"
+    assert rows["x.evil"][7] == "'+cmd|' /C calc'!A0"
+    assert rows["x.evil2"][4] == "'@SUM(1)"
+    assert rows["x.evil2"][6] == "'-x: 1"
+
+
+def test_reading_the_audit_changes_nothing(world):
+    moved_world()
+    before = snapshot()
+    world.factory.browser("root").get("/audit.csv")
+    world.factory.browser("root").get("/audit")
+    assert snapshot() == before
