@@ -218,6 +218,8 @@ class HistoryInterval(Model):
         # start before the period's end and end (or NULL) after its start.
         Index("ix_history_kind_start", "kind", "start_at"),
         Index("ix_history_kind_end", "kind", "end_at"),
+        # The day drill-down: one company's intervals touching a day, in start order.
+        Index("ix_history_kind_company_start", "kind", "company", "start_at", "end_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -12,6 +12,7 @@ cost grows with the intervals touching the period plus companies x days.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
@@ -96,23 +97,122 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     everyone = principal.reportable_companies() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
     peaks = _peak_lists(kind, period, wanted) if companies else {}
-    per_day_key, month_key = ANSWER_KEYS[kind]
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
-    values = {}
-    for company_id, name in companies:
-        day_values = peaks.get(company_id, zeros)
-        dates = dict(zip(labels, day_values, strict=True))
-        total = sum(day_values)
-        days = len(dates)
-        values[company_id] = {
-            "name": name,
-            "days": days,
-            "dates": dates,
-            per_day_key: _per_day(total, days),
-            month_key: total,
-        }
-    return values
+    return {
+        company_id: _entry(kind, name, labels, peaks.get(company_id, zeros))
+        for company_id, name in companies
+    }
+
+
+def _entry(kind: str, name: str, labels: list[str], day_values: list[int]) -> dict[str, Any]:
+    """One company's answer: its name, the days, each day's peak, the month total and the
+    per-day figure."""
+    per_day_key, month_key = ANSWER_KEYS[kind]
+    total = sum(day_values)
+    days = len(labels)
+    return {
+        "name": name,
+        "days": days,
+        "dates": dict(zip(labels, day_values, strict=True)),
+        per_day_key: _per_day(total, days),
+        month_key: total,
+    }
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One page of a report's companies, largest billable month total first."""
+
+    period: periods.Period
+    chosen: int  # the companies of the choice the principal may see
+    matched: int  # of those, the ones the filter keeps
+    offset: int  # the page's first company's position among the matched, from 0
+    totals: dict[str, Any]  # an entry like report()'s: the sum over every company chosen
+    rows: dict[str, dict[str, Any]]  # the page's companies, in rank order: report()'s entries
+
+
+def ranking(
+    principal: Principal,
+    kind: str,
+    request: ReportRequest,
+    *,
+    contains: str = "",
+    offset: int = 0,
+    limit: int = 50,
+    today: date | None = None,
+) -> Ranking:
+    """The companies of `request` the principal may see, ranked by billable month total
+    (largest first, ties by identifier), `limit` of them from `offset` (moved back to the last
+    page's start when past the end); only those whose identifier or name contains `contains`
+    (case-insensitive), while the totals row sums every company of the choice.
+
+    Guarantees: every figure equals report()'s for the same request; the daily values are
+    computed only for the page's companies (the ranking and the totals row come from one
+    aggregate over the rollup: rollups.month_figures)."""
+    principal.require_report()
+    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    companies = _visible_companies(principal, request.companies)
+    everyone = principal.reportable_companies() is None and request.companies is None
+    labels = [d.day.isoformat() for d in period.days]
+    if companies:
+        wanted = None if everyone else [c for c, _ in companies]
+        month_totals, day_totals = _month_figures(kind, period, wanted)
+    else:
+        month_totals, day_totals = {}, [0] * len(labels)
+    needle = contains.casefold()
+    matched = [
+        (company_id, name)
+        for company_id, name in companies
+        if needle in company_id.casefold() or needle in name.casefold()
+    ]
+    matched.sort(key=lambda c: (-month_totals.get(c[0], 0), c[0]))
+    if offset >= len(matched):
+        offset = max(0, (len(matched) - 1) // limit * limit)
+    shown = matched[offset : offset + limit]
+    lists = _peak_lists(kind, period, [c for c, _ in shown]) if shown else {}
+    zeros = [0] * len(labels)
+    return Ranking(
+        period=period,
+        chosen=len(companies),
+        matched=len(matched),
+        offset=offset,
+        totals=_entry(kind, "All companies", labels, day_totals),
+        rows={c: _entry(kind, name, labels, lists.get(c, zeros)) for c, name in shown},
+    )
+
+
+def report_rows(
+    principal: Principal,
+    kind: str,
+    request: ReportRequest,
+    today: date | None = None,
+    chunk: int = 1000,
+) -> tuple[periods.Period, Iterator[tuple[str, dict[str, Any]]]]:
+    """report() as (period, lazy (company id, entry) pairs in identifier order), computed
+    `chunk` companies at a time, for a download that streams. Permission, parameters and the
+    choice are checked before it returns; the pairs need the request's database session."""
+    principal.require_report()
+    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    companies = _visible_companies(principal, request.companies)
+    everyone = principal.reportable_companies() is None and request.companies is None
+    labels = [d.day.isoformat() for d in period.days]
+    zeros = [0] * len(labels)
+
+    def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
+        # From the history (no rollup) one query for the whole choice costs about what one
+        # for a chunk does: then one chunk.
+        step = chunk if _rollup_ready(kind) else max(len(companies), 1)
+        for start in range(0, len(companies), step):
+            part = companies[start : start + step]
+            wanted = None if everyone and step >= len(companies) else [c for c, _ in part]
+            lists = _peak_lists(kind, period, wanted)
+            for company_id, name in part:
+                yield company_id, _entry(kind, name, labels, lists.get(company_id, zeros))
+
+    return period, pairs()
 
 
 def _per_day(total: int, days: int) -> float | int:
@@ -139,6 +239,25 @@ def peak_lists(
     several months: the company page reads twelve at once), with no access check: the caller
     has asked the Principal. The same numbers as `report` for each of its days."""
     return _peak_lists(kind, period, companies)
+
+
+def _rollup_ready(kind: str) -> bool:
+    """Whether kind's rollup is built in REPORT_TIMEZONE (else reports use the history)."""
+    return rollups.built_zone(db.session(), kind) == current_app.config["REPORT_TIMEZONE"]
+
+
+def _month_figures(
+    kind: str, period: periods.Period, companies: list[str] | None
+) -> tuple[dict[str, int], list[int]]:
+    """({company: month total}, [each day's total over the companies]): one aggregate over the
+    rollup when it is built, else the sums of the lists computed from the history."""
+    if _rollup_ready(kind):
+        return rollups.month_figures(db.session(), kind, period, companies)
+    lists = _peak_lists(kind, period, companies)
+    day_totals = [0] * len(period.days)
+    for values in lists.values():
+        day_totals = [a + b for a, b in zip(day_totals, values, strict=True)]
+    return {company: sum(values) for company, values in lists.items()}, day_totals
 
 
 def _peak_lists(

@@ -11,17 +11,21 @@ from __future__ import annotations
 import calendar
 import csv
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
+    Response,
     current_app,
     make_response,
     redirect,
     render_template,
     request,
+    stream_with_context,
     url_for,
 )
 from flask_login import login_required
@@ -37,8 +41,11 @@ from .errors import error_page
 bp = Blueprint("reports", __name__, url_prefix="/reports")
 
 TITLES = {"ddi": "DDI counts", "user": "Phone-user counts"}
+PAGE_SIZE = 50  # companies a page
+FILTER_MAX = 100  # characters of the company filter
 NOUNS = {"ddi": "DDIs", "user": "phone users"}
 FILE_STEMS = {"ddi": "ddi-counts", "user": "user-counts"}
+DAY_CSV_KEYS = {"ddi": "ddi", "user": "username"}  # the first column of a day's CSV
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # The service words its messages for the JSON scope; a page speaks of its own fields.
 PAGE_MESSAGES = {
@@ -53,24 +60,64 @@ PAGE_MESSAGES = {
 @dataclass
 class Resolved:
     kind: str
-    values: dict[str, dict[str, Any]]
-    period: periods.Period
+    ranking: reports.Ranking
     today: date
     selected: list[str]
+    contains: str  # the company filter, as typed (trimmed)
+    page: int  # from 1
 
 
-def _resolve(kind: str) -> Resolved:
-    """Run the report for the request's parameters; Invalid for bad ones, Forbidden from the
-    service."""
+def _resolve(kind: str, reportable: set[str]) -> Resolved:
+    """Rank the request's companies and read the page asked for; Invalid for bad parameters,
+    Forbidden from the service. `reportable`: the companies the account may pick."""
     me = principal()
     scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.PAGE)
     parsed = reports.parse_scope(scope)
+    contains = _filter_param()
+    number = _page_param()
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     today = periods.today_in(tz)
-    values = reports.report(me, kind, parsed, today=today)
-    period = periods.resolve(parsed.month, parsed.year, tz, today)
-    selected = [c for c in (parsed.companies or []) if c in values]
-    return Resolved(kind, values, period, today, selected)
+    ranking = reports.ranking(
+        me,
+        kind,
+        parsed,
+        contains=contains,
+        offset=(number - 1) * PAGE_SIZE,
+        limit=PAGE_SIZE,
+        today=today,
+    )
+    if ranking.chosen == 1 and not ranking.rows:
+        # One company is its calendar, which has no filter.
+        ranking = reports.ranking(me, kind, parsed, today=today)
+    selected = [c for c in (parsed.companies or []) if c in reportable]
+    return Resolved(kind, ranking, today, selected, contains, ranking.offset // PAGE_SIZE + 1)
+
+
+def _filter_param() -> str:
+    values = [v.strip() for v in request.args.getlist("filter")]
+    values = [v for v in values if v]
+    if len(values) > 1:
+        raise Invalid("Give the company filter only once.", {"filter": "given more than once"})
+    value = values[0] if values else ""
+    if len(value) > FILTER_MAX:
+        raise Invalid(
+            f"The company filter is too long: at most {FILTER_MAX} characters.",
+            {"filter": "too long"},
+        )
+    return value
+
+
+def _page_param(name: str = "page") -> int:
+    """The page asked for, from 1 (none: the first); Invalid unless a plain whole number."""
+    values = [v.strip() for v in request.args.getlist(name) if v.strip()]
+    if len(values) > 1:
+        raise Invalid("Give the page only once.", {name: "given more than once"})
+    if not values:
+        return 1
+    value = values[0]
+    if not (value.isascii() and value.isdigit() and len(value) <= 7 and int(value) >= 1):
+        raise Invalid("The page must be a whole number from 1, such as 2.", {name: "not a page"})
+    return int(value)
 
 
 def _message(exc: Invalid) -> str:
@@ -126,7 +173,7 @@ def _page(kind: str):
     try:
         if not chosen.ok:
             raise Invalid(f"Company '{chosen.picked.text}': {chosen.picked.error}.")
-        result = _resolve(kind)
+        result = _resolve(kind, set(chosen.ids))
     except Invalid as exc:
         tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
         today = periods.today_in(tz)
@@ -134,9 +181,10 @@ def _page(kind: str):
         year = _typed("year", today.year, 1, 9999)
         month = _typed("month", today.month, 1, 12)
         context = _picker_context(kind, chosen, today, year, month, chosen.ids)
+        context["filter"] = request.args.get("filter", "")[:FILTER_MAX]
         html = render_template("reports/report.html", error=_message(exc), **context)
         return html, 400
-    period = result.period
+    period = result.ranking.period
     context = _picker_context(
         kind, chosen, result.today, period.year, period.month, result.selected
     )
@@ -154,13 +202,56 @@ def _page(kind: str):
     context["csv_url"] = url_for(
         f"reports.{_plural(kind)}_csv", year=period.year, month=period.month, **args
     )
+    single = result.ranking.chosen == 1
     context.update(
         rows=_rows(kind, result),
         days=[d.day for d in period.days],
-        weeks=_weeks(kind, result) if len(result.values) == 1 else None,
+        weeks=_weeks(kind, result) if single else None,
         to_date=(period.year, period.month) == (result.today.year, result.today.month),
+        filter=result.contains,
     )
+    if result.ranking.chosen > 1:
+        context.update(_matrix_context(kind, result, args))
     return render_template("reports/report.html", error=None, **context)
+
+
+def _matrix_context(kind: str, result: Resolved, args: dict[str, Any]) -> dict[str, Any]:
+    """The many-company table's totals row, counts and paging links."""
+    ranking = result.ranking
+    period = ranking.period
+    per_day_key, month_key = reports.ANSWER_KEYS[kind]
+    totals = ranking.totals
+    pages = max(1, -(-ranking.matched // PAGE_SIZE))
+    base: dict[str, Any] = {"year": period.year, "month": period.month, **args}
+    if result.contains:
+        base["filter"] = result.contains
+
+    def link(number: int) -> str:
+        query: dict[str, Any] = {**base, "page": number} if number > 1 else base
+        return url_for(f"reports.{_plural(kind)}", **query)
+
+    links = [("first", 1), ("prev", result.page - 1), ("next", result.page + 1), ("last", pages)]
+    return {
+        "totals": {
+            "cells": list(totals["dates"].items()),
+            "for_month": totals[month_key],
+            "per_day": f"{totals[per_day_key]:.4f}",
+        },
+        "chosen": ranking.chosen,
+        "matched": ranking.matched,
+        "first_rank": ranking.offset + 1,
+        "last_rank": ranking.offset + len(ranking.rows),
+        "page_number": result.page,
+        "pages": pages,
+        "pager": [
+            (name, link(number) if 1 <= number <= pages and number != result.page else None)
+            for name, number in links
+        ],
+        "unfiltered_url": url_for(
+            f"reports.{_plural(kind)}", year=period.year, month=period.month, **args
+        ),
+        "filter_hidden": {"company": result.selected, "month": period.month, "year": period.year},
+    }
 
 
 def _plural(kind: str) -> str:
@@ -193,18 +284,25 @@ def _day_url(kind: str, company: str, day: date) -> str:
 
 
 def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
-    """One row per company: its identifier, name, [(date, peak, drill-down URL)] and totals."""
+    """One row per company of the page, in rank order: its identifier, name, rank,
+    [(date, peak, drill-down URL)] and totals."""
     per_day_key, month_key = reports.ANSWER_KEYS[kind]
+    period = result.ranking.period
+    day_base = url_for(f"reports.{_plural(kind)}_day")
     rows = []
-    for company_id, entry in result.values.items():
+    for rank, (company_id, entry) in enumerate(
+        result.ranking.rows.items(), result.ranking.offset + 1
+    ):
+        # One url_for for the page, not one per cell: 50 companies x 31 days.
         cells = [
-            (day, peak, _day_url(kind, company_id, date.fromisoformat(day)))
+            (day, peak, f"{day_base}?{urlencode({'company': company_id, 'date': day})}")
             for day, peak in entry["dates"].items()
         ]
         rows.append(
             {
                 "id": company_id,
                 "name": entry["name"],
+                "rank": rank,
                 "cells": cells,
                 "for_month": entry[month_key],
                 "per_day": f"{entry[per_day_key]:.4f}",
@@ -212,8 +310,8 @@ def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
                 "calendar_url": url_for(
                     f"reports.{_plural(kind)}",
                     company=company_id,
-                    year=result.period.year,
-                    month=result.period.month,
+                    year=period.year,
+                    month=period.month,
                 ),
             }
         )
@@ -223,9 +321,9 @@ def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
 def _weeks(kind: str, result: Resolved) -> list[list[dict[str, Any] | None]]:
     """The month as weeks (Monday first); a cell is None outside the month, and a day of the
     month outside the report period (after today) has no peak."""
-    ((company_id, entry),) = result.values.items()
+    ((company_id, entry),) = result.ranking.rows.items()
     weeks = []
-    year, month = result.period.year, result.period.month
+    year, month = result.ranking.period.year, result.ranking.period.month
     for week in calendar.Calendar(firstweekday=0).monthdatescalendar(year, month):
         row: list[dict[str, Any] | None] = []
         for day in week:
@@ -260,30 +358,50 @@ def users():
 
 
 def _csv(kind: str):
-    report_days.reportable_companies(principal())  # Forbidden before any parameter error
+    """The whole choice (every company, whatever the page's filter and page), streamed."""
+    me = principal()
+    report_days.reportable_companies(me)  # Forbidden before any parameter error
     try:
-        result = _resolve(kind)
+        scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.PAGE)
+        period, pairs = reports.report_rows(me, kind, reports.parse_scope(scope))
     except Invalid as exc:
         return error_page(400, _message(exc))
     per_day_key, month_key = reports.ANSWER_KEYS[kind]
-    out = io.StringIO()
-    writer = csv.writer(out)
-    dates = [d.day.isoformat() for d in result.period.days]
-    writer.writerow(["company", "name", *dates, "billable_days_for_month", "billable_days_per_day"])
-    for company_id, entry in result.values.items():
+    dates = [d.day.isoformat() for d in period.days]
+
+    def lines() -> Iterator[str]:
+        out = io.StringIO()
+        writer = csv.writer(out)
         writer.writerow(
-            [
-                neutralise(company_id),
-                neutralise(entry["name"]),
-                *(str(entry["dates"][d]) for d in dates),
-                str(entry[month_key]),
-                f"{entry[per_day_key]:.4f}",
-            ]
+            ["company", "name", *dates, "billable_days_for_month", "billable_days_per_day"]
         )
-    response = make_response(out.getvalue())
-    response.mimetype = "text/csv"
+        for n, (company_id, entry) in enumerate(pairs, 1):
+            writer.writerow(
+                [
+                    neutralise(company_id),
+                    neutralise(entry["name"]),
+                    *(str(entry["dates"][d]) for d in dates),
+                    str(entry[month_key]),
+                    f"{entry[per_day_key]:.4f}",
+                ]
+            )
+            if n % 500 == 0:
+                yield _drain(out)
+        yield _drain(out)
+
     stem = FILE_STEMS[kind]
-    name = f"{stem}-{result.period.year:04d}-{result.period.month:02d}.csv"
+    return _download(lines(), f"{stem}-{period.year:04d}-{period.month:02d}.csv")
+
+
+def _drain(out: io.StringIO) -> str:
+    text = out.getvalue()
+    out.seek(0)
+    out.truncate()
+    return text
+
+
+def _download(lines: Iterator[str], name: str) -> Response:
+    response = Response(stream_with_context(lines), mimetype="text/csv")
     response.headers["Content-Disposition"] = f"attachment; filename={name}"
     return response
 
@@ -304,11 +422,28 @@ def users_csv():
 
 
 def _day(kind: str):
-    """One company's day; a fragment for htmx (swapped into the report page's panel), else a
-    whole page. Parameters are checked by the service, after the permission."""
+    """One company's day, a page of its records at a time; a fragment for htmx (swapped into
+    the report page's panel), else a whole page. Parameters are checked by the service, after
+    the permission."""
     company = request.args.get("company", "")
     day = request.args.get("date", "")
-    detail = report_days.day_detail(principal(), kind, company, day)
+    me = principal()
+    me.require_report()  # Forbidden before any parameter error
+    number = _page_param()
+    detail = report_days.day_page(
+        me, kind, company, day, offset=(number - 1) * report_days.PAGE_SIZE
+    )
+    number = detail.offset // report_days.PAGE_SIZE + 1
+    pages = max(1, -(-detail.total // report_days.PAGE_SIZE))
+    endpoint = f"reports.{_plural(kind)}_day"
+    args: dict[str, Any] = {"company": detail.company, "date": detail.day.isoformat()}
+
+    def link(target: int) -> str | None:
+        if not 1 <= target <= pages or target == number:
+            return None
+        query: dict[str, Any] = {**args, "page": target} if target > 1 else args
+        return url_for(endpoint, **query)
+
     context = {
         "detail": detail,
         "noun": NOUNS[kind],
@@ -319,11 +454,72 @@ def _day(kind: str):
             year=detail.day.year,
             month=detail.day.month,
         ),
+        "csv_url": url_for(f"{endpoint}_csv", **args),
+        "first_position": detail.offset + 1,
+        "last_position": detail.offset + len(detail.records),
+        "page_number": number,
+        "pages": pages,
+        "pager": [
+            ("first", link(1)),
+            ("prev", link(number - 1)),
+            ("next", link(number + 1)),
+            ("last", link(pages)),
+        ],
     }
     template = "reports/_day.html" if is_htmx() else "reports/day.html"
     response = make_response(render_template(template, **context))
     response.headers["Vary"] = "HX-Request"
     return response
+
+
+def _day_csv(kind: str):
+    """Every record of the day the page shows (same parameters; the page number is ignored),
+    streamed."""
+    me = principal()
+    me.require_report()
+    detail, records = report_days.day_records(
+        me, kind, request.args.get("company", ""), request.args.get("date", "")
+    )
+
+    def lines() -> Iterator[str]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(
+            [DAY_CSV_KEYS[kind], "from", "until", "from_day_before", "continues", "at_peak"]
+        )
+        for n, r in enumerate(records, 1):
+            writer.writerow(
+                [
+                    neutralise(r.key),
+                    r.start.isoformat(),
+                    r.end.isoformat(),
+                    _yes(r.from_before),
+                    _yes(r.continues),
+                    _yes(r.at_peak),
+                ]
+            )
+            if n % 1000 == 0:
+                yield _drain(out)
+        yield _drain(out)
+
+    name = f"{FILE_STEMS[kind]}-{detail.company}-{detail.day.isoformat()}.csv"
+    return _download(lines(), name)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+@bp.get("/ddis/day.csv")
+@login_required
+def ddis_day_csv():
+    return _day_csv("ddi")
+
+
+@bp.get("/users/day.csv")
+@login_required
+def users_day_csv():
+    return _day_csv("user")
 
 
 @bp.get("/ddis/day")
