@@ -90,7 +90,7 @@ class Setup:
     list_ddis: int
 
 
-def _ensure_account(operator, username: str, **grants) -> None:
+def ensure_account(operator, username: str, **grants) -> None:
     """Create the account with the bench password, or reset an existing one to it and its grants,
     so repeated runs on one database reuse the same accounts."""
     from webapp.services import accounts
@@ -140,8 +140,8 @@ def _prepare(database_url: str) -> Setup:
         if db.session.get(Company, BATCH_COMPANY) is None:
             with contextlib.suppress(Conflict):
                 companies.create(operator, BATCH_COMPANY, "Bench batch creates")
-        _ensure_account(operator, SYSADMIN, system_admin=True)
-        _ensure_account(operator, COMPANY_ADMIN, admin_of=sorted({read_company, list_company}))
+        ensure_account(operator, SYSADMIN, system_admin=True)
+        ensure_account(operator, COMPANY_ADMIN, admin_of=sorted({read_company, list_company}))
         sysadmin_token = api_tokens.create(operator, SYSADMIN, "bench")
         admin_token = api_tokens.create(operator, COMPANY_ADMIN, "bench")
         token_ids = list(
@@ -226,9 +226,15 @@ class Server:
             self.proc.wait(timeout=5)
 
 
-def _gunicorn(name: str, factory: str, env: dict[str, str], log_dir: Path) -> Server:
+def gunicorn_server(
+    name: str, factory: str, env: dict[str, str], log_dir: Path, *, timeout: int | None = None
+) -> Server:
+    """`factory` under gunicorn with the bench's sync workers on a free loopback port.
+    timeout: gunicorn's worker timeout in seconds (its default, 30, when None)."""
     port = _free_port()
     argv = [sys.executable, "-m", "gunicorn", "--workers", str(WORKERS)]
+    if timeout is not None:
+        argv += ["--timeout", str(timeout)]
     argv += ["--bind", f"127.0.0.1:{port}", "--log-level", "warning", factory]
     return Server(name, argv, env, port, log_dir)
 
@@ -393,7 +399,7 @@ def _read_scenario(
     return results
 
 
-def _sign_in(base: str, username: str) -> str:
+def sign_in(base: str, username: str) -> str:
     """Sign in through the real /login form (GET for its CSRF token, then POST) and return the
     Cookie header a browser would send afterwards."""
     from bs4 import BeautifulSoup
@@ -443,7 +449,7 @@ def _last_page_url(base: str, first_url: str, html: bytes) -> str:
 
 
 def _list_scenario(db: str, s: Settings, setup: Setup, app: Server, bare: Server) -> list[Result]:
-    cookie = _sign_in(app.base, COMPANY_ADMIN)
+    cookie = sign_in(app.base, COMPANY_ADMIN)
     company = urllib.parse.quote(setup.list_company)
     first_url = f"{app.base}/ddis?company={company}"
     first_html = _fetch(first_url, cookie=cookie)
@@ -593,18 +599,16 @@ def _batch_scenario(
 
 
 # --- entry point ---------------------------------------------------------------------------
-@contextlib.contextmanager
-def _servers(database_url: str, log_dir: Path) -> Iterator[tuple[Server, Server, Server | None]]:
-    """The app, the bare-Flask reference and (SQLite, when installed) Datasette, all stopped on
-    the way out whatever happened."""
+def app_env(database_url: str, log_dir: Path) -> dict[str, str]:
+    """The environment the bench servers run in: the database, a fresh secret, and an instance
+    folder of its own under log_dir (the repository's instance/config.py must not change what
+    is measured, and the sign-in limit is only settable there), with limits no run can reach."""
     instance = log_dir / "instance"
-    instance.mkdir()
-    # An instance folder of its own: the repository's instance/config.py must not change what
-    # is measured, and the sign-in limit is only settable here.
+    instance.mkdir(exist_ok=True)
     (instance / "config.py").write_text(
         f"API_RATE_LIMIT = {UNLIMITED!r}\nSIGN_IN_LIMIT = {UNLIMITED!r}\n"
     )
-    env = {
+    return {
         **os.environ,
         "DATABASE_URL": database_url,
         "SECRET_KEY": secrets.token_urlsafe(32),
@@ -612,9 +616,28 @@ def _servers(database_url: str, log_dir: Path) -> Iterator[tuple[Server, Server,
         "API_RATE_LIMIT": UNLIMITED,
         "HTTPS": "",  # plain http on loopback: the session cookie must not be Secure-only
     }
+
+
+@contextlib.contextmanager
+def running(servers: list[Server]) -> Iterator[list[Server]]:
+    """Start every server in turn; stop all of them on the way out whatever happened."""
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@contextlib.contextmanager
+def _servers(database_url: str, log_dir: Path) -> Iterator[tuple[Server, Server, Server | None]]:
+    """The app, the bare-Flask reference and (SQLite, when installed) Datasette, all stopped on
+    the way out whatever happened."""
+    env = app_env(database_url, log_dir)
     servers = [
-        _gunicorn("app", "webapp:create_app()", env, log_dir),
-        _gunicorn("bare", "bench.bare_app:create_app()", env, log_dir),
+        gunicorn_server("app", "webapp:create_app()", env, log_dir),
+        gunicorn_server("bare", "bench.bare_app:create_app()", env, log_dir),
     ]
     datasette = None
     if database_url.startswith("sqlite") and datasette_installed():
@@ -625,13 +648,8 @@ def _servers(database_url: str, log_dir: Path) -> Iterator[tuple[Server, Server,
         datasette = Server("datasette", argv, env, port, log_dir)
         datasette.name_of_db = path.stem  # type: ignore[attr-defined]
         servers.append(datasette)
-    try:
-        for server in servers:
-            server.start()
+    with running(servers):
         yield servers[0], servers[1], datasette
-    finally:
-        for server in servers:
-            server.stop()
 
 
 def http_scenarios(database_url: str, quick: bool = False) -> list[Result]:

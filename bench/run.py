@@ -1,7 +1,7 @@
 """`make bench`: every scenario on SQLite, and on PostgreSQL when BENCH_DATABASE_URL is set, as
 one table of app figure, reference figure and ratio.
 
-python -m bench.run [--ddis 1000000] [--companies 10000] [--quick] [--skip-http]
+python -m bench.run [--ddis 1000000] [--companies 10000] [--quick] [--skip-http] [--skip-pages]
 
 Data sets are generated on first use and kept: bench.db (the full size) and, for the growth
 scenario, bench-1x.db and bench-2x.db with a quarter and half of the DDIs in as many companies
@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--companies", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="one short run each (smoke test)")
     parser.add_argument("--skip-http", action="store_true", help="no gunicorn/wrk scenarios")
+    parser.add_argument("--skip-pages", action="store_true", help="no page-budget scenario")
     parser.add_argument("--dir", type=Path, default=ROOT, help="where the SQLite files live")
     args = parser.parse_args(argv)
     os.environ.setdefault("SECRET_KEY", "bench")
@@ -141,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"{label}: HTTP scenarios (gunicorn, 2 workers)", flush=True)
             results += http_scenarios(urls[4], quick=args.quick)
+        if not args.skip_pages:
+            from .pages import page_scenarios
+
+            print(f"{label}: pages against the budget (gunicorn, one client)", flush=True)
+            results += page_scenarios(urls[4], quick=args.quick)
     print()
     print(render(results))
     print(f"\nmake bench took {time.perf_counter() - started:.0f} s (data generation included)")

@@ -1,7 +1,8 @@
 """The bench code runs (`make bench-smoke`): generate three small providers (1x, 2x, 4x) into
 fresh SQLite files, run the report and growth scenarios (which first check that the app, its
 from-scratch query and the hand-written reference give the same numbers) and print the table;
-then the EXPLAIN/timing tool. The HTTP scenarios have their own smoke test (test_bench_http)."""
+then the EXPLAIN/timing tool. The HTTP and page scenarios have their own smoke tests
+(test_bench_http)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_bench_smoke(tmp_path):
             "bench.run",
             "--quick",
             "--skip-http",
+            "--skip-pages",
             "--dir",
             str(tmp_path),
             "--ddis",
