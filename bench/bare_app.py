@@ -110,7 +110,11 @@ def create_app() -> Flask:
         now: Any = datetime.now(UTC).replace(tzinfo=None)
         if not db.postgres:  # stored as text on SQLite, in SQLAlchemy's format
             now = now.strftime("%Y-%m-%d %H:%M:%S.%f")
-        ddis = [(r["dialcode"], r["number"], r["virt_exten"], r["company"]) for r in rows]
+        # number_reversed: the stored reversed number the app's number search seeks on.
+        ddis = [
+            (r["dialcode"], r["number"], r["number"][::-1], r["virt_exten"], r["company"])
+            for r in rows
+        ]
         history = [
             ("ddi", r["company"], f"{r['dialcode']}:{r['number']}", now, None, "live") for r in rows
         ]
@@ -121,7 +125,8 @@ def create_app() -> Flask:
         try:
             cur.executemany(
                 db.sql(
-                    "INSERT INTO ddis (dialcode, number, virt_exten, company) VALUES (?, ?, ?, ?)"
+                    "INSERT INTO ddis (dialcode, number, number_reversed, virt_exten, company) "
+                    "VALUES (?, ?, ?, ?, ?)"
                 ),
                 ddis,
             )

@@ -146,7 +146,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/admin/accounts/{urllib.parse.quote(COMPANY_ADMIN)}/grants",
         "/audit",
         "/account/tokens",
-        "/companies/suggest?q=c0",
+        "/companies/suggest?for=records&q=c0",
     ]
     company_admin = [*records, "/users/new", edit, f"/companies/{c}", "/audit", "/account/tokens"]
     return [

@@ -123,4 +123,4 @@ def test_page_scenarios_quick(bench_url, tmp_path, monkeypatch):
     # Only the pages issue 12 adds may be missing; every other one answered and was measured.
     company = admin_rows[0].scenario.split(" as Company-Admin of ")[1].split(":")[0]
     not_built = {r.scenario.split(" as ")[0].removeprefix("page ") for r in results if r.note}
-    assert not_built <= {f"/companies/{company}", "/companies/suggest?q=c0"}, not_built
+    assert not_built <= {f"/companies/{company}", "/companies/suggest?for=records&q=c0"}, not_built
