@@ -13,7 +13,15 @@
 (function () {
   "use strict";
 
-  var KEEP_FOCUS_EVENTS = { input: true, change: true, keyup: true, search: true };
+  // "company-picked": a company chosen in a filter's picker (static/picker.js) reloads the list
+  // like a change does; the user may already be typing the next company into the same field.
+  var KEEP_FOCUS_EVENTS = {
+    input: true,
+    change: true,
+    keyup: true,
+    search: true,
+    "company-picked": true,
+  };
   var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]";
   var handled = new WeakSet();
 
