@@ -9,7 +9,7 @@ ignored. So the peak found here is the report's value for that day.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -138,27 +138,14 @@ def day_page(
     records; `records` are in the order of `day_records`: by start (records begun on an earlier
     day first, earliest first), then end, then their history row. The peak needs the day's
     events only: records active all day count as one step at midnight."""
-    row, parsed, tz = _checked(principal, kind, company, day, today)
-    start, end, total, peak, peak_at = _day_peak(kind, row.id, parsed, tz)
-    if offset >= total:
-        offset = max(0, (total - 1) // limit * limit)
-    query = _ordered(kind, row.id, start, end).offset(offset).limit(limit)
+    day_of, start, end, peak_at, tz = _day(principal, kind, company, day, today)
+    if offset >= day_of.total:
+        offset = max(0, (day_of.total - 1) // limit * limit)
+    query = _ordered(kind, day_of.company, start, end).offset(offset).limit(limit)
     records = tuple(
         _record(key, s, e, start, end, peak_at, tz) for key, s, e in db.session.execute(query)
     )
-    return DayPage(
-        kind=kind,
-        company=row.id,
-        company_name=row.name,
-        day=parsed,
-        start=_local(start, tz),
-        end=_local(end, tz),
-        peak=peak,
-        peak_at=None if peak_at is None else _local(peak_at, tz),
-        total=total,
-        offset=offset,
-        records=records,
-    )
+    return replace(day_of, offset=offset, records=records)
 
 
 def day_records(
@@ -167,9 +154,24 @@ def day_records(
     """The day (day_page without records) and every record of it, lazily, in day_page's
     order, read from the database a thousand at a time: for a download that streams. The
     checks are made before it returns; the records need the request's database session."""
+    day_of, start, end, peak_at, tz = _day(principal, kind, company, day, today)
+    query = _ordered(kind, day_of.company, start, end).execution_options(yield_per=1000)
+
+    def records() -> Iterator[ActiveRecord]:
+        for key, s, e in db.session.execute(query):
+            yield _record(key, s, e, start, end, peak_at, tz)
+
+    return day_of, records()
+
+
+def _day(
+    principal: Principal, kind: str, company: object, day: object, today: date | None
+) -> tuple[DayPage, datetime, datetime, datetime | None, ZoneInfo]:
+    """The checked day without its records, with what reading them needs: the day's bounds
+    (naive UTC), the instant the peak was first reached and the zone."""
     row, parsed, tz = _checked(principal, kind, company, day, today)
     start, end, total, peak, peak_at = _day_peak(kind, row.id, parsed, tz)
-    page = DayPage(
+    day_of = DayPage(
         kind=kind,
         company=row.id,
         company_name=row.name,
@@ -182,13 +184,7 @@ def day_records(
         offset=0,
         records=(),
     )
-    query = _ordered(kind, row.id, start, end).execution_options(yield_per=1000)
-
-    def records() -> Iterator[ActiveRecord]:
-        for key, s, e in db.session.execute(query):
-            yield _record(key, s, e, start, end, peak_at, tz)
-
-    return page, records()
+    return day_of, start, end, peak_at, tz
 
 
 def _ordered(kind: str, company: str, start: datetime, end: datetime) -> Select:
