@@ -84,6 +84,11 @@
     if (!region || !region.isConnected) {
       return;
     }
+    // A picker's suggestions (static/picker.js) belong to its combobox, where focus stays while
+    // the user types or moves through them; moving it would close the next suggestions.
+    if (region.closest && region.closest(".picker-list")) {
+      return;
+    }
     var config = detail.requestConfig || {};
     var trigger = config.triggeringEvent;
     var typing = !trigger || KEEP_FOCUS_EVENTS[trigger.type];
