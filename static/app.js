@@ -30,6 +30,17 @@
     return !active || active === document.body || !active.isConnected;
   }
 
+  // Someone already moved into what was swapped in by an action from outside it (filling the
+  // form just opened before the swap settled): leave them there rather than pull focus back to
+  // its first field. A swap sent from inside the region (a form's own save) still moves focus.
+  function alreadyInside(region, source) {
+    var active = document.activeElement;
+    if (focusLost() || active === region || !region.contains(active)) {
+      return false;
+    }
+    return !!source && source.isConnected && !region.contains(source);
+  }
+
   function focusOn(el) {
     if (!el.matches(FOCUSABLE)) {
       el.setAttribute("tabindex", "-1");
@@ -92,7 +103,7 @@
     var config = detail.requestConfig || {};
     var trigger = config.triggeringEvent;
     var typing = !trigger || KEEP_FOCUS_EVENTS[trigger.type];
-    if (!typing || focusLost()) {
+    if ((!typing || focusLost()) && !alreadyInside(region, config.elt)) {
       focusOn(focusTarget(region));
     }
     announce(countText(region));
