@@ -257,7 +257,7 @@ def page_scenarios(database_url: str, quick: bool = False) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
         log_dir = Path(tmp)
         env = app_env(database_url, log_dir)
-        app = gunicorn_server("app", "webapp:create_app()", env, log_dir, timeout=WORKER_TIMEOUT)
+        app = gunicorn_server("app", "app:app", env, log_dir, timeout=WORKER_TIMEOUT)
         with running([app]):
             for role, account, paths in pages(subjects):
                 client = Client(app.port, sign_in(app.base, account))

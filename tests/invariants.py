@@ -8,7 +8,7 @@ from itertools import pairwise
 from sqlalchemy import select
 
 from webapp.extensions import db
-from webapp.models import DailyPeak, Ddi, HistoryInterval, PhoneUser
+from webapp.models import DailyPeak, Ddi, HistoryInterval, PhoneUser, RollupDay, RollupMonth
 from webapp.services import periods, rollups
 
 
@@ -52,16 +52,26 @@ def assert_history_consistent() -> None:
     assert_rollup_exact()
 
 
-def _rollup_rows() -> list[tuple]:
-    p = DailyPeak
-    query = select(p.kind, p.company, p.day, p.peak, p.level, p.last_at).order_by(
-        p.kind, p.company, p.day
-    )
-    return [tuple(r) for r in db.session.execute(query)]
+def _rollup_rows() -> dict[str, list[tuple]]:
+    p, d, m = DailyPeak, RollupDay, RollupMonth
+    queries = {
+        "daily_peaks": select(p.kind, p.company, p.day, p.peak, p.level, p.last_at).order_by(
+            p.kind, p.company, p.day
+        ),
+        # A day whose sums went back to zero may keep its row: the same sums as no row.
+        "rollup_days": select(d.kind, d.day, d.rise, d.change)
+        .where((d.rise != 0) | (d.change != 0))
+        .order_by(d.kind, d.day),
+        "rollup_months": select(
+            m.kind, m.month, m.company, m.through, m.last_day, m.level
+        ).order_by(m.kind, m.month, m.company),
+    }
+    return {name: [tuple(r) for r in db.session.execute(q)] for name, q in queries.items()}
 
 
 def assert_rollup_exact() -> None:
-    """The daily rollup as the writers left it equals a rebuild from the history alone."""
+    """The daily rollup and its sums (services/rollup_sums.py) as the writers left them equal
+    a rebuild from the history alone."""
     db.session.rollback()
     kept = _rollup_rows()
     for kind in rollups.KINDS:

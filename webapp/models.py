@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from flask_login import UserMixin
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     Date,
@@ -253,6 +254,50 @@ class DailyPeak(Model):
     peak: Mapped[int] = mapped_column(Integer)
     level: Mapped[int] = mapped_column(Integer)
     last_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class RollupDay(Model):
+    """Per (kind, local day) with rollup rows, what those rows change in the sum over every
+    company (services/rollup_sums.py).
+
+    For each daily_peaks row of the day, with `carried` the level of its company's previous row
+    (0 if none): `rise` sums peak - carried and `change` sums level - carried. So the sum of
+    every company's level at the end of a day is the sum of `change` up to it, and a day's sum
+    of every company's peak is the level at the end of the day before plus its `rise`: a
+    report's totals row without reading a row per company. One row per day, updated by every
+    writer of the kind that day: its lock is held from the rollup step to commit.
+    """
+
+    __tablename__ = "rollup_days"
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    rise: Mapped[int] = mapped_column(BigInteger)
+    change: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupMonth(Model):
+    """Per (kind, calendar month, company) with rollup rows in the month, the company's month
+    total so far (services/rollup_sums.py).
+
+    `through` is the sum of the company's daily peaks from the month's first day to `last_day`,
+    the day of its last row in the month, whose end level is `level`; every later day of the
+    month until the next row peaks at `level`. So a month total is one row's arithmetic, and a
+    company without a row in the month has the `level` of its latest earlier row all month.
+    """
+
+    __tablename__ = "rollup_months"
+    __table_args__ = (
+        # The level a company carries into a month without rows: its latest earlier month.
+        Index("ix_rollup_months_company", "kind", "company", "month", "level"),
+    )
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    month: Mapped[date] = mapped_column(Date, primary_key=True)  # the month's first day
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"), primary_key=True)
+    through: Mapped[int] = mapped_column(BigInteger)
+    last_day: Mapped[date] = mapped_column(Date)
+    level: Mapped[int] = mapped_column(Integer)
 
 
 class RollupState(Model):

@@ -39,7 +39,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from ..access import Principal, within
 from ..extensions import db
 from ..models import Company, HistoryInterval
-from . import periods, rollups
+from . import periods, rollup_sums, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
 
@@ -153,33 +153,42 @@ def ranking(
     principal.require_report()
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
-    companies = _visible_companies(principal, request.companies)
     everyone = principal.reportable_companies() is None and request.companies is None
     labels = [d.day.isoformat() for d in period.days]
-    if companies:
-        wanted = None if everyone else [c for c, _ in companies]
-        month_totals, day_totals = _month_figures(kind, period, wanted)
+    if everyone and not contains:
+        # Every company, unfiltered: the figures name every company, so only the page's
+        # companies need their names (10,000 at a provider).
+        month_totals, day_totals = _month_figures(kind, period, None)
+        ids = sorted(month_totals)
+        chosen = len(ids)
     else:
-        month_totals, day_totals = {}, [0] * len(labels)
-    needle = contains.casefold()
-    matched = [
-        (company_id, name)
-        for company_id, name in companies
-        if needle in company_id.casefold() or needle in name.casefold()
-    ]
-    matched.sort(key=lambda c: (-month_totals.get(c[0], 0), c[0]))
-    if offset >= len(matched):
-        offset = max(0, (len(matched) - 1) // limit * limit)
-    shown = matched[offset : offset + limit]
-    lists = _peak_lists(kind, period, [c for c, _ in shown]) if shown else {}
+        companies = _visible_companies(principal, request.companies)
+        names = dict(companies)
+        if companies:
+            wanted = None if everyone else [c for c, _ in companies]
+            month_totals, day_totals = _month_figures(kind, period, wanted)
+        else:
+            month_totals, day_totals = {}, [0] * len(labels)
+        needle = contains.casefold()
+        ids = [c for c, name in companies if needle in c.casefold() or needle in name.casefold()]
+        chosen = len(companies)
+    # Largest total first, ties by identifier: a stable sort of the identifiers (in order) by
+    # total alone, with C-level keys (10,000 companies).
+    ranked = sorted(ids, key=lambda c: month_totals.get(c, 0), reverse=True)
+    if offset >= len(ranked):
+        offset = max(0, (len(ranked) - 1) // limit * limit)
+    shown = ranked[offset : offset + limit]
+    if everyone and not contains:
+        names = _names(shown)
+    lists = _peak_lists(kind, period, shown) if shown else {}
     zeros = [0] * len(labels)
     return Ranking(
         period=period,
-        chosen=len(companies),
-        matched=len(matched),
+        chosen=chosen,
+        matched=len(ranked),
         offset=offset,
         totals=_entry(kind, "All companies", labels, day_totals),
-        rows={c: _entry(kind, name, labels, lists.get(c, zeros)) for c, name in shown},
+        rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},
     )
 
 
@@ -229,7 +238,14 @@ def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[t
     )
     if wanted is not None:
         query = query.where(Company.id.in_(sorted(set(wanted))))
-    return [(row.id, row.name) for row in db.session.execute(query)]
+    # Plain rows on the connection: every company, for a many-company report (10,000 at a
+    # provider), without the ORM's per-row work.
+    return [(c, name) for c, name in db.session.connection().execute(query).all()]
+
+
+def _names(companies: list[str]) -> dict[str, str]:
+    query = select(Company.id, Company.name).where(Company.id.in_(companies))
+    return {c: name for c, name in db.session.connection().execute(query).all()}
 
 
 def peak_lists(
@@ -249,15 +265,25 @@ def _rollup_ready(kind: str) -> bool:
 def _month_figures(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> tuple[dict[str, int], list[int]]:
-    """({company: month total}, [each day's total over the companies]): one aggregate over the
-    rollup when it is built, else the sums of the lists computed from the history."""
+    """({company: month total}, [each day's total over the companies]): for every company, from
+    the sums kept beside the rollup (a row per company and per day); for a choice, one
+    aggregate over the choice's rollup rows; without the rollup, the sums of the lists
+    computed from the history. The same numbers every way (tests/test_reports_ranking.py);
+    every company named (None: every company there is) is a key, zeros included."""
     if _rollup_ready(kind):
+        if companies is None:
+            figures = rollup_sums.everyone_figures(db.session(), kind, period)
+            if figures is not None:
+                return figures
         return rollups.month_figures(db.session(), kind, period, companies)
     lists = _peak_lists(kind, period, companies)
     day_totals = [0] * len(period.days)
     for values in lists.values():
         day_totals = [a + b for a, b in zip(day_totals, values, strict=True)]
-    return {company: sum(values) for company, values in lists.items()}, day_totals
+    named = companies if companies is not None else db.session.scalars(select(Company.id))
+    totals = dict.fromkeys(named, 0)
+    totals.update((company, sum(values)) for company, values in lists.items())
+    return totals, day_totals
 
 
 def _peak_lists(

@@ -47,7 +47,7 @@ from sqlalchemy.orm import Session
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..models import Company, DailyPeak, HistoryInterval, RollupState
-from . import audit, day_peak, history, periods
+from . import audit, day_peak, history, periods, rollup_sums
 
 KINDS = ("ddi", "user")
 
@@ -100,6 +100,7 @@ def record_changes(
     ended, started = Counter(ends), Counter(starts)
     day = periods.today_in(tz, at)
     day_start = periods.local_midnight_utc(day, tz)
+    days = rollup_sums.DayDeltas()
     for company in sorted(set(ended) | set(started)):
         delta = started[company] - ended[company]
         latest = session.execute(
@@ -110,15 +111,20 @@ def record_changes(
         ).scalar_one_or_none()
         if latest is not None and (latest.day > day or latest.last_at >= at):
             # Out of order: the day's arithmetic would be wrong, the history is not.
-            rebuild(session, kind, {company: min(day, latest.day)}, tz)
+            _rebuild(session, kind, {company: min(day, latest.day)}, tz, days)
         elif latest is not None and latest.day == day:
             level = latest.level + delta
+            peak = max(latest.peak, level)
             session.execute(
                 update(DailyPeak)
                 .where(DailyPeak.kind == kind, DailyPeak.company == company, DailyPeak.day == day)
-                .values(level=level, peak=max(latest.peak, level), last_at=at)
+                .values(level=level, peak=peak, last_at=at)
                 .execution_options(synchronize_session=False)
             )
+            grown = rollup_sums.Extend(
+                company, day, peak, level, (latest.peak, latest.level), latest.level, day
+            )
+            rollup_sums.extend(session, kind, grown, days)
         else:
             carry = 0 if latest is None else latest.level
             level = carry + delta
@@ -129,19 +135,40 @@ def record_changes(
                     kind=kind, company=company, day=day, peak=peak, level=level, last_at=at
                 )
             )
+            begun = rollup_sums.Extend(
+                company, day, peak, level, None, carry, None if latest is None else latest.day
+            )
+            rollup_sums.extend(session, kind, begun, days)
+    rollup_sums.add_days(session, kind, days)
 
 
 def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo) -> int:
-    """Recompute kind's rows from the history: for each company in `starts` from its date on,
-    or, with `starts` None, everything (and record `tz` as the rollup's zone). Returns rows
-    written.
+    """Recompute kind's rows, and their sums (rollup_sums), from the history: for each company
+    in `starts` from its date on, or, with `starts` None, everything (and record `tz` as the
+    rollup's zone). Returns rows written.
 
     Guarantees: the rows written are exactly those the history implies; rows before a
     company's start date are kept (the history before it is unchanged by the caller's
     contract, e.g. an import writes only intervals that start on or after it).
     """
+    days = rollup_sums.DayDeltas()
+    written = _rebuild(session, kind, starts, tz, days)
+    rollup_sums.add_days(session, kind, days)
+    return written
+
+
+def _rebuild(
+    session: Session,
+    kind: str,
+    starts: dict[str, date] | None,
+    tz: ZoneInfo,
+    days: rollup_sums.DayDeltas,
+) -> int:
+    """rebuild, collecting a partial rebuild's day sums into `days` for the caller to apply
+    (once per rollup step, in day order)."""
     h = HistoryInterval
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
+    replaced: dict[str, tuple[list[rollup_sums.Row], int]] = {}  # partial: old rows, carried
     if starts is None:
         session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
         query = (
@@ -149,13 +176,14 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
         )
         groups = _by_company(session.execute(query), None)
     else:
-        groups = _partial_groups(session, kind, starts, tz, real)
-    days = day_peak.LocalDays(tz)
+        groups = _partial_groups(session, kind, starts, tz, real, replaced)
+    local_days = day_peak.LocalDays(tz)
     out: list[tuple[str, date, int, int, datetime]] = []
     for company, events in groups:
         events.sort(key=lambda e: (e[0], e[1]))
         out += [
-            (company, r.day, r.peak, r.level, r.last_at) for r in day_peak.sweep(events, tz, days)
+            (company, r.day, r.peak, r.level, r.last_at)
+            for r in day_peak.sweep(events, tz, local_days)
         ]
     # Written after the read has been consumed: one statement at a time on the connection.
     for i in range(0, len(out), 5000):
@@ -167,12 +195,21 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
             ],
         )
     if starts is None:
+        rollup_sums.derive(session, kind, ((c, d, p, lv) for c, d, p, lv, _ in out))
         state = session.get(RollupState, kind)
         if state is None:
             session.add(RollupState(kind=kind, timezone=tz.key, built_at=utcnow()))
         else:
             state.timezone, state.built_at = tz.key, utcnow()
         session.flush()
+    else:
+        new: dict[str, list[rollup_sums.Row]] = {company: [] for company in replaced}
+        for c, d, p, lv, _ in out:
+            new[c].append((d, p, lv))
+        for company, (old, carried) in replaced.items():
+            rollup_sums.replace(
+                session, kind, company, starts[company], old, new[company], carried, days
+            )
     return len(out)
 
 
@@ -187,11 +224,28 @@ def rebuild_from(session: Session, kind: str, first: dict[str, datetime]) -> Non
     rebuild(session, kind, {c: periods.today_in(tz, at) for c, at in first.items()}, tz)
 
 
-def _partial_groups(session: Session, kind: str, starts: dict[str, date], tz: ZoneInfo, real):
-    """Per company, the events from its start date's midnight on; rows from then on dropped."""
+def _partial_groups(
+    session: Session,
+    kind: str,
+    starts: dict[str, date],
+    tz: ZoneInfo,
+    real,
+    replaced: dict[str, tuple[list[rollup_sums.Row], int]],
+):
+    """Per company, the events from its start date's midnight on; rows from then on dropped,
+    and kept in `replaced` with the level carried into the start date (for the sums)."""
     h = HistoryInterval
+    p = DailyPeak
     for company, first_day in sorted(starts.items()):
         origin = periods.local_midnight_utc(first_day, tz)
+        mine = and_(p.kind == kind, p.company == company)
+        old = session.execute(
+            select(p.day, p.peak, p.level).where(mine, p.day >= first_day).order_by(p.day)
+        ).all()
+        carried = session.scalar(
+            select(p.level).where(mine, p.day < first_day).order_by(p.day.desc()).limit(1)
+        )
+        replaced[company] = ([(d, pk, lv) for d, pk, lv in old], carried or 0)
         session.execute(
             delete(DailyPeak).where(
                 DailyPeak.kind == kind, DailyPeak.company == company, DailyPeak.day >= first_day

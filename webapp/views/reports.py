@@ -293,11 +293,10 @@ def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
     for rank, (company_id, entry) in enumerate(
         result.ranking.rows.items(), result.ranking.offset + 1
     ):
-        # One url_for for the page, not one per cell: 50 companies x 31 days.
-        cells = [
-            (day, peak, f"{day_base}?{urlencode({'company': company_id, 'date': day})}")
-            for day, peak in entry["dates"].items()
-        ]
+        # One url_for for the page and one quoting per row, not one per cell: 50 companies x
+        # 31 days (a day is an ISO date, which needs no quoting).
+        row_base = f"{day_base}?{urlencode({'company': company_id})}&date="
+        cells = [(day, peak, row_base + day) for day, peak in entry["dates"].items()]
         rows.append(
             {
                 "id": company_id,
