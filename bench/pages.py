@@ -77,6 +77,7 @@ class Subjects:
     company: str
     ddi: tuple[str, str]  # dialcode, number
     day: str  # YYYY-MM-DD, in the default (current) report month
+    small_company: str  # the last company by identifier: among the smallest (bench.generate)
 
 
 def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
@@ -87,7 +88,7 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
     from webapp import create_app
     from webapp.access import Principal
     from webapp.extensions import db
-    from webapp.models import Ddi
+    from webapp.models import Company, Ddi
     from webapp.services import periods
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
@@ -108,12 +109,15 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
             .order_by(Ddi.dialcode, Ddi.number)
             .limit(1)
         ).one()
+        small = db.session.scalar(select(func.max(Company.id)))
         db.session.rollback()
         ensure_account(operator, SYSADMIN, system_admin=True)
         ensure_account(operator, COMPANY_ADMIN, admin_of=[company])
         today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))
         db.session.remove()
-    subjects = Subjects(company, (ddi.dialcode, ddi.number), today.replace(day=1).isoformat())
+    subjects = Subjects(
+        company, (ddi.dialcode, ddi.number), today.replace(day=1).isoformat(), small or company
+    )
     return subjects, app.url_map.bind("127.0.0.1")
 
 
@@ -123,6 +127,10 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
     c = urllib.parse.quote(s.company)
     dialcode, number = (urllib.parse.quote(k) for k in s.ddi)
     edit = f"/ddis/{dialcode}/{number}/edit"
+    # The audit log (bench.audit_log: an entry per change of the history, about 3 million),
+    # and its record filter with a number written as people write it.
+    typed = urllib.parse.quote_plus(f"+{s.ddi[0]} {s.ddi[1]}")
+    audit = ["/audit", f"/audit?target={typed}", f"/audit?company={c}"]
     records = [
         "/ddis",
         "/users",
@@ -144,11 +152,14 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/admin/accounts",
         "/admin/accounts/new",
         f"/admin/accounts/{urllib.parse.quote(COMPANY_ADMIN)}/grants",
-        "/audit",
+        *audit,
+        f"/audit?company={urllib.parse.quote(s.small_company)}",
+        "/audit?actor=api-operator-3",
+        "/audit?last=1",
         "/account/tokens",
         "/companies/suggest?for=records&q=c0",
     ]
-    company_admin = [*records, "/users/new", edit, f"/companies/{c}", "/audit", "/account/tokens"]
+    company_admin = [*records, "/users/new", edit, f"/companies/{c}", *audit, "/account/tokens"]
     return [
         ("System-Admin", SYSADMIN, system_admin),
         (f"Company-Admin of {s.company}", COMPANY_ADMIN, company_admin),

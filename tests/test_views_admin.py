@@ -23,7 +23,7 @@ from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, AuditEntry, Company
-from webapp.services import accounts, api_tokens, audit, companies
+from webapp.services import accounts, api_tokens, audit, audit_query, companies
 from webapp.services.errors import Forbidden, Invalid
 
 from .factories import OPERATOR, csrf_from, snapshot
@@ -562,9 +562,14 @@ def test_audit_filters(world, factory):
     day = datetime(2024, 1, 31, 23, 59, 59)
     add_entries(
         [
-            audit.entry(OPERATOR, "x.one", "Widget 7:1", company="acme", at=day),
-            audit.entry(OPERATOR, "x.two", "widget 7:2", company="globex", at=day + timedelta(1)),
-            audit.entry(OPERATOR, "x.three", "gadget Bob", company="acme", at=day - timedelta(1)),
+            audit.entry(OPERATOR, "x.one", "ddi 44:2079990001", company="acme", at=day),
+            audit.entry(
+                OPERATOR, "x.two", "ddi 44:2079990001", company="globex", at=day + timedelta(1)
+            ),
+            audit.entry(
+                OPERATOR, "x.three", "user acme/bob", company="acme", at=day - timedelta(1)
+            ),
+            audit.entry(OPERATOR, "x.four", "ddi 44:20799900012", company="acme", at=day),
         ]
     )
     browser = factory.browser("root")
@@ -574,10 +579,20 @@ def test_audit_filters(world, factory):
         assert response.status_code == 200, response.get_data(as_text=True)
         return [row[2] for row in table_rows(response)]
 
-    assert actions(actor="test", target="WIDGET 7") == ["x.two", "x.one"]  # case-insensitive
+    # The target filter names a record, in any form the log may name it, exactly: a number as
+    # people write it, dialcode:number, the target as shown (any case), a phone user.
+    for typed in ("+44 20 7999 0001", "44:2079990001", "DDI 44:2079990001", "(44) 2079-990.001"):
+        assert actions(actor="test", target=typed) == ["x.two", "x.one"], typed
+    assert actions(target="acme/bob") == ["x.three"]
+    assert actions(target="2079990") == []  # a part of a number is not the number
     assert actions(actor="tes") == []  # actor is exact
-    assert actions(actor="test", company="acme", date_to="2024-12-31") == ["x.one", "x.three"]
-    assert actions(date_from="2024-01-31", date_to="2024-01-31") == ["x.one"]  # inclusive
+    # Newest first; entries of one instant, the later written first.
+    assert actions(actor="test", company="acme", date_to="2024-12-31") == [
+        "x.four",
+        "x.one",
+        "x.three",
+    ]
+    assert actions(date_from="2024-01-31", date_to="2024-01-31") == ["x.four", "x.one"]
     assert actions(date_from="2024-02-01", date_to="2024-02-01") == ["x.two"]
     assert actions(date_to="2024-01-30") == ["x.three"]
     assert actions(target="%") == []  # wildcards are literal
@@ -587,33 +602,75 @@ def test_audit_filters(world, factory):
     row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
     assert row[1] == "root (ui)" and row[2] == "company.rename"
     assert row[5] == "Name: Acme Ltd → changed to Acme Two"
+    assert actions(target="company acme") == ["company.rename", "company.create"]
 
     response = browser.get("/audit", query_string={"date_from": "31/01/2024"})
     assert response.status_code == 400
     assert soup(response).select_one("#date_from-error").get_text() == "must be yyyy-mm-dd"
 
 
+def pager(response) -> dict[str, str]:
+    return {a["rel"][0]: a["href"] for a in soup(response).select(".pager a")}
+
+
 @pytest.mark.slow
-def test_audit_is_newest_first_and_paged(world, factory):
+def test_audit_is_newest_first_and_paged_from_an_entry(world, factory):
     start = datetime(2023, 5, 1)
+    # Pairs of entries at one instant: a page boundary between them must split on the id.
     add_entries(
         [
-            audit.entry(OPERATOR, "x.page", f"item {i}", company="acme", at=start + timedelta(i))
+            audit.entry(
+                OPERATOR, "x.page", f"item {i}", company="acme", at=start + timedelta(i // 2)
+            )
             for i in range(120)
         ]
     )
     browser = factory.browser("root")
-    seen = []
-    for page in (1, 2, 3):
-        response = browser.get("/audit", query_string={"target": "item", "page": page})
-        rows = table_rows(response)
-        assert len(rows) == (50 if page < 3 else 20)
-        seen += [row[3] for row in rows]
-        assert f"page {page} of 3" in soup(response).select_one(".count").get_text()
-        links = [a["href"] for a in soup(response).select(".pager a")]
-        assert all("target=item" in href for href in links)
-    assert seen == [f"item {i}" for i in reversed(range(120))]
-    assert table_rows(browser.get("/audit?target=item&page=9")) == []
+    expected = [f"item {i}" for i in reversed(range(120))]
+
+    def walk(path: str, rel: str) -> list[list[str]]:
+        pages = []
+        while path:
+            response = browser.get(path)
+            assert response.status_code == 200
+            pages.append([row[3] for row in table_rows(response)])
+            assert "120 entries" in soup(response).select_one(".count").get_text()
+            links = pager(response)
+            assert all("company=acme&date_to=" in href for href in links.values())
+            path = links.get(rel)
+        return pages
+
+    # date_to: only these entries, not the world's own of today.
+    forward = walk("/audit?company=acme&date_to=2023-12-31", "next")
+    assert [len(p) for p in forward] == [50, 50, 20]
+    assert [t for page in forward for t in page] == expected
+    backward = walk("/audit?company=acme&date_to=2023-12-31&last=1", "prev")
+    assert [len(p) for p in backward] == [50, 50, 20]  # the oldest 50 first, then newer
+    assert [t for page in reversed(backward) for t in page] == expected
+    # From the oldest page, Newest and Newer; from the newest, Older and Oldest only.
+    first = pager(browser.get("/audit?company=acme&date_to=2023-12-31"))
+    assert set(first) == {"next", "last"}
+    oldest = pager(browser.get("/audit?company=acme&date_to=2023-12-31&last=1"))
+    assert set(oldest) == {"first", "prev"}
+    # Old page=N addresses still work; past the end, an empty page that links back.
+    response = browser.get("/audit?company=acme&date_to=2023-12-31&page=2")
+    assert [row[3] for row in table_rows(response)] == expected[50:100]
+    response = browser.get("/audit?company=acme&date_to=2023-12-31&page=9")  # past the end
+    assert [row[3] for row in table_rows(response)] == expected[70:]  # the oldest 50
+    assert set(pager(response)) == {"first", "prev"}
+    for bad in ("after=x", "after=999999", "before=1&after=2", "page=x", "page=0"):
+        assert browser.get(f"/audit?{bad}").status_code == 400, bad
+
+
+def test_the_audit_count_stops_at_its_cap(world, factory, monkeypatch):
+    monkeypatch.setattr(audit_query, "COUNT_CAP", 7)
+    add_entries([audit.entry(OPERATOR, "x.many", f"n {i}", company="acme") for i in range(9)])
+    found = audit.search(OPERATOR, company="acme", per_page=5)
+    assert (found.total, found.more) == (7, True)
+    text = soup(factory.browser("root").get("/audit?company=acme")).select_one(".count").get_text()
+    assert "More than 7 entries" in text
+    found = audit.search(OPERATOR, company="acme", actor="nobody")
+    assert (found.total, found.more, found.rows) == (0, False, [])
 
 
 def test_a_company_admin_reads_only_its_companies_entries(world, factory):
@@ -724,11 +781,25 @@ def test_audit_search_answers_a_page_and_the_total(world, factory):
     at = datetime(2022, 6, 1, 12)
     add_entries([audit.entry(OPERATOR, "x.many", f"n {i}", at=at) for i in range(7)])
     day = {"date_from": "2022-06-01", "date_to": "2022-06-01"}
-    rows, total = audit.search(OPERATOR, **day, per_page=5)
-    assert [r.target for r in rows] == ["n 6", "n 5", "n 4", "n 3", "n 2"] and total == 7
-    rows, total = audit.search(OPERATOR, **day, page=2, per_page=5)
-    assert [r.target for r in rows] == ["n 1", "n 0"] and total == 7
-    for bad in ({"page": 0}, {"page": "2"}, {"date_from": "2022-6-1"}, {"date_to": "2022-02-30"}):
+    found = audit.search(OPERATOR, **day, per_page=5)
+    assert [r.target for r in found.rows] == ["n 6", "n 5", "n 4", "n 3", "n 2"]
+    assert (found.total, found.has_newer, found.has_older) == (7, False, True)
+    older = audit.search(OPERATOR, **day, after=str(found.rows[-1].id), per_page=5)
+    assert [r.target for r in older.rows] == ["n 1", "n 0"]
+    assert (older.has_newer, older.has_older) == (True, False)
+    newer = audit.search(OPERATOR, **day, before=older.rows[0].id, per_page=5)
+    assert newer.rows == found.rows
+    found = audit.search(OPERATOR, **day, page=2, per_page=5)
+    assert [r.target for r in found.rows] == ["n 1", "n 0"] and found.total == 7
+    for bad in (
+        {"page": 0},
+        {"page": "2"},
+        {"per_page": 0},
+        {"after": "n 1"},
+        {"before": -1},
+        {"date_from": "2022-6-1"},
+        {"date_to": "2022-02-30"},
+    ):
         with pytest.raises(Invalid):
             audit.search(OPERATOR, **bad)
     with pytest.raises(Invalid, match="before"):

@@ -317,7 +317,16 @@ class AuditEntry(Model):
     """Who did what, when, with the record before and after; written with the change itself."""
 
     __tablename__ = "audit_log"
-    __table_args__ = (Index("ix_audit_log_at", "at"),)
+    # Each page of /audit is a few ranges of these indexes in (at, id) order, newest first
+    # (services/audit_query.py): the whole log, one company's own entries or its moves away,
+    # one actor's, one target's (migration 0010).
+    __table_args__ = (
+        Index("ix_audit_log_at", "at", "id"),
+        Index("ix_audit_log_company", "company", "at", "id"),
+        Index("ix_audit_log_other_company", "other_company", "at", "id"),
+        Index("ix_audit_log_actor", "actor", "at", "id"),
+        Index("ix_audit_log_target", "target", "at", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -325,10 +334,10 @@ class AuditEntry(Model):
     via: Mapped[str] = mapped_column(String(8))  # api | ui | cli
     action: Mapped[str] = mapped_column(String(40))
     target: Mapped[str] = mapped_column(String(200))
-    company: Mapped[str | None] = mapped_column(String(64), index=True)
+    company: Mapped[str | None] = mapped_column(String(64))
     # The company a record left when the entry is a move (company changed): the entry is in
     # the audit of both companies (services/audit.py). NULL for everything else.
-    other_company: Mapped[str | None] = mapped_column(String(64), index=True)
+    other_company: Mapped[str | None] = mapped_column(String(64))
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     detail: Mapped[str | None] = mapped_column(Text)

@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, func, or_, select
+from sqlalchemy import ColumnElement, Row, or_, select
 from sqlalchemy.orm import Session
 
 from ..access import CompanyScope, Principal, within
 from ..database import utcnow
 from ..extensions import db
 from ..models import AuditEntry
+from . import audit_query
 from .errors import Invalid
 from .fields import ISO_DATE
 
@@ -50,10 +51,6 @@ def record(session: Session, entries: list[dict[str, Any]]) -> None:
     if entries:
         # A Core insert: the ORM's bulk path costs a third of a 1,000-row batch create.
         session.execute(AuditEntry.__table__.insert(), entries)
-
-
-MAX_PER_PAGE = 200
-MAX_PAGE = 1_000_000
 
 
 def _day(value: date | str | None, field: str) -> date | None:
@@ -103,7 +100,7 @@ def _conditions(
     if actor := _text(actor):
         conditions.append(AuditEntry.actor == actor)
     if target := _text(target):
-        conditions.append(func.lower(AuditEntry.target).contains(target.lower(), autoescape=True))
+        conditions.append(AuditEntry.target.in_(audit_query.targets(target)))
     if company := _text(company):
         conditions.append(about(frozenset({company})))
     if start:
@@ -121,34 +118,42 @@ def search(
     company: str | None = None,
     date_from: date | str | None = None,
     date_to: date | str | None = None,
-    page: int = 1,
+    after: Any = None,
+    before: Any = None,
+    oldest: bool = False,
+    page: int | None = None,
     per_page: int = 50,
-) -> tuple[list[AuditEntry], int]:
-    """One page of the audit log, newest first, and how many entries match in all.
+) -> audit_query.AuditPage:
+    """One page of the audit log, newest first, and how many entries match (up to
+    audit_query.COUNT_CAP), at any size of the log (audit_query).
 
     A System-Admin reads every entry; a Company-Admin only entries about a company it
     administers (silently: others are not counted); anyone else gets Forbidden. An entry is
     about its `company` and, for a move between companies, the company the record left
-    (`other_company`). Filters: `actor` exact username, `target` case-insensitive substring,
-    `company` exact (either side of a move), `date_from` and `date_to` whole UTC days, both
-    inclusive.
+    (`other_company`). Filters: `actor` exact username; `target` a record, matched exactly in
+    any form the log may name it (audit_query.targets: '+44 20 7123 4567', '44:2071234567',
+    'acme/ana', 'bob', or the target as shown, any case); `company` exact (either side of a
+    move); `date_from` and `date_to` whole UTC days, both inclusive. Position: at most one of
+    `after` or `before` an entry id (Older, Newer), `oldest`, or a 1-based `page` (an offset,
+    for old addresses). Invalid for a bad filter or position, before anything is read.
     """
     conditions = _conditions(principal, actor, target, company, date_from, date_to)
-    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
-        raise Invalid(f"'page' must be 1 to {MAX_PAGE}.", {"page": f"must be 1 to {MAX_PAGE}"})
-    if isinstance(per_page, bool) or not isinstance(per_page, int):
-        raise Invalid("'per_page' must be an integer.", {"per_page": "must be an integer"})
-    per_page = max(1, min(per_page, MAX_PER_PAGE))
-
-    total = db.session.scalar(select(func.count()).select_from(AuditEntry).where(*conditions))
-    rows = db.session.scalars(
-        select(AuditEntry)
-        .where(*conditions)
-        .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())
-        .limit(per_page)
-        .offset((page - 1) * per_page)
+    audit_query.check_position(per_page, page)
+    parts = audit_query.branches(
+        principal.auditable_companies(),
+        audit_query.targets(target) if (target := _text(target)) else (),
+        _text(company),
+        _text(actor),
     )
-    return list(rows), total or 0
+    return audit_query.read_page(
+        conditions,
+        parts,
+        after=None if after is None else audit_query.anchor(after, "after"),
+        before=None if before is None else audit_query.anchor(before, "before"),
+        oldest=oldest,
+        number=page,
+        per_page=per_page,
+    )
 
 
 EXPORT_CHUNK = 1000

@@ -11,13 +11,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
+from typing import Any
 
-from flask import Blueprint, Response, render_template, request, stream_with_context
+from flask import Blueprint, Response, render_template, request, stream_with_context, url_for
 from flask_login import login_required
 from wtforms import Form, StringField
 
 from ..access import Principal
-from ..services import audit
+from ..services import audit, audit_query
 from ..services.errors import Invalid, ServiceError
 from . import pickers
 from .audit_values import changes, changes_text
@@ -33,7 +34,11 @@ FILTERS = ("actor", "target", "company", "date_from", "date_to")
 
 class FilterForm(Form):
     actor = StringField("Actor", description="Exact username.")
-    target = StringField("Target contains")
+    target = StringField(
+        "Target",
+        description="A number (+44 20 7123 4567), a phone user (company/username), an account, "
+        "or a target as shown.",
+    )
     company = StringField("Company")  # a company picker (views/pickers.py)
     date_from = StringField("From", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
     date_to = StringField("To", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
@@ -60,29 +65,54 @@ def _company_filter(me: Principal, form: FilterForm) -> None:
 def index():
     me = principal()
     form = FilterForm(request.args)
-    page = request.args.get("page", 1, type=int)
     status = 200
     try:
         _company_filter(me, form)
         filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
-        rows, total = audit.search(me, **filters, page=page, per_page=PER_PAGE)
+        result = audit.search(me, **filters, **_position(), per_page=PER_PAGE)
     except ServiceError as exc:
         status = form_error(form, exc, on_form=(400,))
-        rows, total = [], 0
+        result = audit_query.AuditPage([], 0, False, False, False)
+    args = page_args(request.args, FILTERS)
+    rows = result.rows
+
+    def link(**position: Any) -> str:
+        return url_for("audit.index", **args, **position)
+
     context = {
         "form": form,
+        "result": result,
         "rows": rows,
-        "total": total,
-        "page": page,
-        "pages": max(1, -(-total // PER_PAGE)),
-        "args": page_args(request.args, FILTERS),
+        "args": args,
         "changes": changes,
+        "newest_url": link() if result.has_newer else None,
+        "newer_url": link(before=rows[0].id) if result.has_newer and rows else None,
+        "older_url": link(after=rows[-1].id) if result.has_older and rows else None,
+        "oldest_url": link(last=1) if result.has_older else None,
     }
     partial = _partial_only()
     template = "audit/_rows.html" if partial else "audit/index.html"
     response = render_template(template, partial=partial, **context)
     # The same address answers a page or a partial: caches must keep them apart.
     return response, status, {"Vary": "HX-Request"}
+
+
+def _position() -> dict[str, Any]:
+    """The page's position from the query: `after` or `before` an entry id (Older, Newer),
+    `last` (the oldest entries), or `page=N` (old addresses); none: the newest. Invalid for
+    more than one, or a page that is not a number."""
+    given = [name for name in ("after", "before", "last", "page") if request.args.get(name)]
+    if len(given) > 1:
+        why = "give only one of after, before, last and page"
+        raise Invalid(f"Position: {why}.", {given[-1]: why})
+    if "page" in given:
+        number = request.args.get("page", type=int)
+        if number is None:
+            raise Invalid("'page' must be a number.", {"page": "must be a number"})
+        return {"page": number}
+    if "last" in given:
+        return {"oldest": True}
+    return {name: request.args[name] for name in given}
 
 
 CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
