@@ -308,6 +308,24 @@ def test_create_needs_a_known_company(world, path, htmx):
     assert snapshot() != before
 
 
+def test_an_empty_create_form_says_every_problem_at_once(world):
+    """Not the company first and the other fields after it is fixed (a walk at bench scale)."""
+    client = world.browser("root")
+    before = snapshot()
+    empty = {"dialcode": "", "number": "", "virt_exten": "", "company": ""}
+    response = post(client, "/ddis/new", empty)
+    assert response.status_code == 400
+    page = soup(response)
+    assert field_error(page, "company") == "required"
+    for name in ("dialcode", "number", "virt_exten"):
+        assert field_error(page, name), name
+    response = post(client, "/ddis/new", {**empty, "dialcode": "44x", "company": "nosuchco"})
+    page = soup(response)
+    assert field_error(page, "company") == "unknown company"
+    assert field_error(page, "dialcode") == "must be 1 to 7 digits"
+    assert snapshot() == before
+
+
 def test_a_company_admin_cannot_name_another_company(world):
     client = world.browser("cadmin")
     before = snapshot()

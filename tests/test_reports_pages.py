@@ -102,12 +102,13 @@ def test_totals_row_first_then_fifty_ranked_companies(root, kind):
     totals = body[0]
     days = [td["data-date"] for td in totals.select("td[data-date]")]
     assert days == list(next(iter(values.values()))["dates"])
+    # Figures read as people write them: thousands separated (10,901).
     for day, td in zip(days, totals.select("td[data-date]"), strict=True):
-        assert int(td.get_text(strip=True)) == sum(e["dates"][day] for e in values.values())
+        assert td.get_text(strip=True) == f"{sum(e['dates'][day] for e in values.values()):,}"
     month_total = sum(e[month_key] for e in values.values())
-    assert totals.select_one("[data-total=for-month]").get_text(strip=True) == str(month_total)
+    assert totals.select_one("[data-total=for-month]").get_text(strip=True) == f"{month_total:,}"
     assert totals.select_one("[data-total=per-day]").get_text(strip=True) == (
-        f"{month_total / 31:.4f}"
+        f"{month_total / 31:,.4f}"
     )
     assert f"All {COUNT} companies" in totals.th.get_text()
     # 50 companies, largest month total first, ties by identifier; the same figures as the API.
@@ -115,8 +116,10 @@ def test_totals_row_first_then_fifty_ranked_companies(root, kind):
     assert company_rows(soup) == order[:50]
     for tr in table.select("tbody tr[data-company]"):
         entry = values[tr["data-company"]]
-        assert tr.select_one("[data-total=for-month]").get_text(strip=True) == str(entry[month_key])
-        cells = [int(td.get_text(strip=True)) for td in tr.select("td[data-date]")]
+        assert tr.select_one("[data-total=for-month]").get_text(strip=True) == (
+            f"{entry[month_key]:,}"
+        )
+        cells = [int(td.get_text(strip=True).replace(",", "")) for td in tr.select("td[data-date]")]
         assert cells == list(entry["dates"].values())
     assert [int(tr["data-rank"]) for tr in table.select("tbody tr[data-company]")] == list(
         range(1, 51)

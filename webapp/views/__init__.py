@@ -24,6 +24,16 @@ def index():
     return redirect(url_for("account.tokens"))
 
 
+def number(value: int | float | str) -> str:
+    """A figure as the pages show it: thousands separated (19,822,240); a per-day figure,
+    which the report gives to 4 decimal places (as text or a number), keeps them."""
+    if isinstance(value, str):
+        value = float(value) if "." in value else int(value)
+    if isinstance(value, float):
+        return f"{value:,.4f}"
+    return f"{value:,}"
+
+
 def register(app: Flask) -> None:
     from . import account, admin, audit, auth, companies, pickers, records, reports
     from .common import principal
@@ -36,4 +46,5 @@ def register(app: Flask) -> None:
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
+    app.jinja_env.filters["num"] = number
     app.add_url_rule("/", "index", index)

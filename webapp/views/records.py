@@ -35,10 +35,11 @@ from wtforms import StringField
 from ..access import Principal
 from ..services import ddis, landing, listing, phone_users, record_query, records
 from ..services.errors import Invalid, ServiceError
+from ..services.fields import Part, parse_part
 from . import pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise
-from .forms import form_error
+from .forms import apply_field_errors, form_error
 
 bp = Blueprint("records", __name__)
 PER_PAGE = 50
@@ -90,10 +91,18 @@ def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
     return form
 
 
-def _picked_company(p: Principal, form: RecordForm) -> bool:
-    """Read the form's company picker (required); False when it shows a message instead."""
+def _picked_company(p: Principal, form: RecordForm, fields: tuple[str, ...]) -> bool:
+    """Read the form's company picker (required); False when it shows a message instead, and
+    then the other `fields`' own problems too, so the form says everything at once."""
     picked = pickers.resolve(p, "records", form.company.data, required=True)
-    return pickers.on_field(form.company, picked)
+    if pickers.on_field(form.company, picked):
+        return True
+    others = {f: v for f, v in _values(form, fields).items() if f != "company"}
+    try:
+        parse_part(Part(allowed=tuple(others)), others, "values")
+    except Invalid as exc:
+        apply_field_errors(form, exc)
+    return False
 
 
 def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
@@ -422,7 +431,7 @@ def _create(screen: Screen):
     records.require_create_delete(p, screen.kind, "create")
     form = _form(p, screen, screen.kind.fields)
     if request.method == "POST" and form.validate_on_submit():
-        if not _picked_company(p, form):
+        if not _picked_company(p, form, screen.kind.fields):
             return _render_form(screen, form, "create", status=400)
         values = _values(form, screen.kind.fields)
         try:
@@ -444,7 +453,7 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
         form.virt_exten.data = record["virt_exten"]
         form.company.data = record["company"]
     elif form.validate_on_submit():
-        if not _picked_company(p, form):
+        if not _picked_company(p, form, ("virt_exten", "company")):
             return _render_form(screen, form, action, record, status=400)
         values = _values(form, ("virt_exten", "company"))
         try:
