@@ -141,6 +141,20 @@ def test_company_page_for_every_role(world, username):
         assert browser.get(href).status_code == 200, href
 
 
+@pytest.mark.parametrize("username", sorted(ACCOUNTS))
+def test_a_company_calendar_links_its_page_for_those_who_may_open_it(world, username):
+    """Billing accounts reach company pages from the reports (their only way in)."""
+    response = world.browser(username).get("/reports/ddis?company=acme")
+    if response.status_code != 200:
+        return  # no report permission: nothing to link from
+    link = BeautifulSoup(response.get_data(as_text=True), "html.parser").select_one(
+        "[data-company-page]"
+    )
+    assert (link is not None) == (username in SEES_ACME), username
+    if link is not None:
+        assert link["href"] == "/companies/acme"
+
+
 @pytest.mark.parametrize(
     ("username", "company", "status"),
     [

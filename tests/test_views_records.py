@@ -23,6 +23,7 @@ from webapp.database import write_transaction
 from webapp.models import Ddi
 from webapp.services import ddis, listing, phone_users
 from webapp.services.errors import Invalid
+from webapp.views.forms import FIELD_LABELS
 
 from .factories import OPERATOR, World, csrf_from, snapshot
 
@@ -506,8 +507,13 @@ def test_sort_by_each_column(world, path, field, direction):
     page = soup(response)
     assert table_rows(page) == [tuple(r) for r in expected]
     header = page.select_one("table thead tr")
-    sorted_by = [a for a in header.find_all("a") if a.has_attr("aria-sort")]
-    assert len(sorted_by) == 1
+    # aria-sort on the column header, where screen readers look for it, not on its link.
+    sorted_by = [th for th in header.find_all("th") if th.has_attr("aria-sort")]
+    assert len(sorted_by) == 1 and sorted_by[0].a.get_text().startswith(FIELD_LABELS[field])
+    # The same order among the phone width's sort links, marked current.
+    assert [a.get_text(" ", strip=True) for a in page.select(".sort-links a[aria-current]")] == [
+        f"{FIELD_LABELS[field]} ({'descending' if direction == 'desc' else 'ascending'})"
+    ]
     assert sorted_by[0]["aria-sort"] == ("descending" if direction == "desc" else "ascending")
     # The CSV link carries the sort too.
     _, *data = csv_rows(client.get(page.find(id="csv-link")["href"]))
