@@ -36,29 +36,25 @@ def _missing_tools() -> list[str]:
 
 
 def _generate(url: str, tmp_path: Path) -> None:
-    """A tiny provider (3,000 DDIs in 20 companies) into url, by the bench's own generator."""
+    """A tiny provider (3,000 DDIs in 20 companies) into url, by the bench's own generator, and
+    its audit log (an entry per change of the history), as bench.run adds it: once only."""
     env = {**os.environ, "DATABASE_URL": url, "INSTANCE_PATH": str(tmp_path), "SECRET_KEY": "b"}
-    generate = subprocess.run(
-        [sys.executable, "-m", "bench.generate", "--ddis", "3000", "--companies", "20"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert generate.returncode == 0, generate.stderr[-2000:]
-    # And its audit log, an entry per change of the history, as bench.run adds it; once only.
-    for _ in range(2):
-        fill = subprocess.run(
-            [sys.executable, "-m", "bench.audit_log"],
+
+    def bench_module(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", *args],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
         )
-        assert fill.returncode == 0, fill.stderr[-2000:]
-    assert "already filled" in fill.stderr
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr
+
+    bench_module("bench.generate", "--ddis", "3000", "--companies", "20")
+    assert "audit log:" in bench_module("bench.audit_log")
+    assert "already filled" in bench_module("bench.audit_log")
 
 
 @pytest.mark.slow

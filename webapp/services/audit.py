@@ -87,21 +87,23 @@ def _conditions(
     company: str | None,
     date_from: date | str | None,
     date_to: date | str | None,
+    implied: frozenset[str] = frozenset(),
 ) -> list[ColumnElement[bool]]:
     """The filters of `search` and `export` as SQL conditions, access included; Forbidden or
-    Invalid before anything is read."""
+    Invalid before anything is read. `implied` names conditions left out because the caller's
+    branches hold them already ('scope', 'company')."""
     principal.require_audit()
     start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
     if start and end and end < start:
         raise Invalid(
             "The 'to' date is before the 'from' date.", {"date_to": "must not be before 'from'"}
         )
-    conditions = [about(principal.auditable_companies())]
+    conditions = [] if "scope" in implied else [about(principal.auditable_companies())]
     if actor := _text(actor):
         conditions.append(AuditEntry.actor == actor)
     if target := _text(target):
         conditions.append(AuditEntry.target.in_(audit_query.targets(target)))
-    if company := _text(company):
+    if (company := _text(company)) and "company" not in implied:
         conditions.append(about(frozenset({company})))
     if start:
         conditions.append(AuditEntry.at >= datetime.combine(start, time.min))
@@ -137,14 +139,15 @@ def search(
     `after` or `before` an entry id (Older, Newer), `oldest`, or a 1-based `page` (an offset,
     for old addresses). Invalid for a bad filter or position, before anything is read.
     """
-    conditions = _conditions(principal, actor, target, company, date_from, date_to)
+    principal.require_audit()
     audit_query.check_position(per_page, page)
-    parts = audit_query.branches(
-        principal.auditable_companies(),
-        audit_query.targets(target) if (target := _text(target)) else (),
-        _text(company),
-        _text(actor),
-    )
+    scope = principal.auditable_companies()
+    record = audit_query.targets(target) if (target := _text(target)) else ()
+    parts = audit_query.branches(scope, record, _text(company), _text(actor))
+    # What the branches hold by themselves is no condition of its own: an OR over two columns
+    # would lead PostgreSQL's planner to read both indexes whole (100 ms at 3M entries).
+    implied = audit_query.implied(scope, record, _text(company))
+    conditions = _conditions(principal, actor, target, company, date_from, date_to, implied)
     return audit_query.read_page(
         conditions,
         parts,

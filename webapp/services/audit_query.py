@@ -105,6 +105,21 @@ def branches(
     return [true()]
 
 
+def implied(scope: CompanyScope, record: tuple[str, ...], company: str | None) -> frozenset[str]:
+    """Which filters every branch `branches` gives holds by itself: 'company' (the company
+    filter's two branches are exactly its entries) and 'scope' (each branch is about one of
+    the reader's companies)."""
+    if record:
+        return frozenset()
+    if company is not None:
+        return (
+            frozenset({"company", "scope"})
+            if scope is None or company in scope
+            else frozenset({"company"})
+        )
+    return frozenset({"scope"})
+
+
 def _not_company(companies: list[str]) -> ColumnElement[bool]:
     a = AuditEntry
     return or_(a.company.is_(None), a.company.not_in(companies))

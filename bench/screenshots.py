@@ -1,0 +1,73 @@
+"""The README's screenshots at a provider's size: the pages on the bench data set, in Chromium.
+
+python -m bench.screenshots [--out docs/screenshots]   (DATABASE_URL as for the other bench
+commands; Debian's /usr/bin/chromium through the playwright package, as the browser tests)
+
+It serves the app as the page scenario does (gunicorn, bench/http.py), signs in through /login
+as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
+takes: the report for every company (totals row and the first companies by billable total),
+the largest company's page, the company picker's suggestions on the DDI list, and the audit
+log filtered by a number as people write it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from . import use_bench_database
+from .http import PASSWORD, SYSADMIN, app_env, gunicorn_server, running
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    args = parser.parse_args(argv)
+    database_url = use_bench_database()
+    from playwright.sync_api import sync_playwright
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as logs:
+        env = app_env(database_url, Path(logs))
+        app = gunicorn_server("app", "app:app", env, Path(logs))
+        with running([app]), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page.goto(f"{app.base}/login")
+            page.get_by_label("Username").fill(SYSADMIN)
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_load_state("load")
+
+            page.goto(f"{app.base}/reports/ddis")
+            page.screenshot(path=args.out / "report-every-company.png")
+
+            page.goto(f"{app.base}/companies/c00000")
+            page.screenshot(path=args.out / "company-page.png", full_page=True)
+
+            page.goto(f"{app.base}/ddis")
+            picker = page.get_by_role("combobox", name="Company")
+            picker.press_sequentially("c0004", delay=80)
+            page.get_by_role("option").first.wait_for()
+            page.screenshot(path=args.out / "company-picker.png")
+
+            page.goto(f"{app.base}/audit")
+            page.get_by_label("Target").press_sequentially("+44 100 000 0042", delay=40)
+            page.wait_for_function(
+                "document.querySelector('#audit-rows .count').textContent.includes('entr')"
+            )
+            page.wait_for_timeout(800)  # the last keystroke's answer
+            page.screenshot(path=args.out / "audit-by-number.png")
+            browser.close()
+    for name in sorted(os.listdir(args.out)):
+        print(args.out / name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
