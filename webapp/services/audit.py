@@ -140,7 +140,10 @@ def search(
     for old addresses). Invalid for a bad filter or position, before anything is read.
     """
     principal.require_audit()
-    audit_query.check_position(per_page, page)
+    positions = {"after": after is not None, "before": before is not None}
+    audit_query.check_position(
+        per_page, page, {**positions, "last": oldest, "page": page is not None}
+    )
     scope = principal.auditable_companies()
     record = audit_query.targets(target) if (target := _text(target)) else ()
     parts = audit_query.branches(scope, record, _text(company), _text(actor))

@@ -125,8 +125,13 @@ def _not_company(companies: list[str]) -> ColumnElement[bool]:
     return or_(a.company.is_(None), a.company.not_in(companies))
 
 
-def check_position(per_page: Any, number: Any) -> None:
-    """Invalid for a page size or page number out of range."""
+def check_position(per_page: Any, number: Any, given: dict[str, bool]) -> None:
+    """Invalid for a page size or page number out of range, or for more than one position
+    (`given`: each position's name, and whether it was asked for)."""
+    asked = [name for name, present in given.items() if present]
+    if len(asked) > 1:
+        why = f"give only one of {', '.join(given)}"
+        raise Invalid(f"Position: {why}.", {asked[-1]: why})
     if isinstance(per_page, bool) or not isinstance(per_page, int):
         raise Invalid("'per_page' must be an integer.", {"per_page": "must be an integer"})
     if not 1 <= per_page <= MAX_PER_PAGE:

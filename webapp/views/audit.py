@@ -98,21 +98,20 @@ def index():
 
 
 def _position() -> dict[str, Any]:
-    """The page's position from the query: `after` or `before` an entry id (Older, Newer),
-    `last` (the oldest entries), or `page=N` (old addresses); none: the newest. Invalid for
-    more than one, or a page that is not a number."""
-    given = [name for name in ("after", "before", "last", "page") if request.args.get(name)]
-    if len(given) > 1:
-        why = "give only one of after, before, last and page"
-        raise Invalid(f"Position: {why}.", {given[-1]: why})
-    if "page" in given:
+    """The page's position as the query gives it: `after` or `before` an entry id (Older,
+    Newer), `last` (the oldest entries), `page=N` (old addresses); the service refuses more
+    than one. Invalid for a page that is not a number."""
+    position: dict[str, Any] = {
+        n: request.args[n] for n in ("after", "before") if request.args.get(n)
+    }
+    if request.args.get("last"):
+        position["oldest"] = True
+    if request.args.get("page"):
         number = request.args.get("page", type=int)
         if number is None:
             raise Invalid("'page' must be a number.", {"page": "must be a number"})
-        return {"page": number}
-    if "last" in given:
-        return {"oldest": True}
-    return {name: request.args[name] for name in given}
+        position["page"] = number
+    return position
 
 
 CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
