@@ -4,7 +4,6 @@ TEST_DATABASE_URL is set), migrated once with Alembic, emptied after every test.
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 import tempfile
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from flask import current_app, g
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
@@ -22,6 +21,7 @@ from webapp.database import utcnow
 from webapp.extensions import db, limiter
 from webapp.models import RollupState
 
+from .databases import postgres_database
 from .factories import BASIC_ROLES, COMPANIES, Factory, World
 
 PG_URL = os.environ.get("TEST_DATABASE_URL", "").strip()
@@ -60,17 +60,8 @@ def database_url() -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="telephony-test-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'test.db'}"
         return
-    name = f"telephony_test_{os.getpid()}_{secrets.token_hex(4)}"
-    server = make_url(PG_URL)
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database(PG_URL, "telephony_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

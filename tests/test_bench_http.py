@@ -5,7 +5,6 @@ TEST_DATABASE_URL) PostgreSQL. Figures are not judged here, only produced."""
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -13,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.http import COMPANY_ADMIN, datasette_installed, http_scenarios
 from bench.pages import BUDGET_BYTES, BUDGET_MS, page_scenarios
+
+from .databases import postgres_database
 
 pytestmark = pytest.mark.slow  # starts real servers and wrk
 
@@ -88,17 +88,8 @@ def bench_url(request, tmp_path) -> Iterator[str]:
     server_url = os.environ.get("TEST_DATABASE_URL", "").strip()
     if not server_url:
         pytest.skip("TEST_DATABASE_URL is not set")
-    name = f"telephony_bench_pages_{os.getpid()}_{secrets.token_hex(4)}"
-    server = make_url(server_url)
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database(server_url, "telephony_bench_pages") as url:
+        yield url
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ import csv
 import io
 import os
 import random
-import secrets
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -17,7 +16,6 @@ from bs4 import BeautifulSoup
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
 
 from webapp import create_app
 from webapp.access import Principal
@@ -25,6 +23,7 @@ from webapp.extensions import db
 from webapp.services import ddis, listing, phone_users, record_query
 from webapp.services.errors import Invalid
 
+from .databases import postgres_database
 from .factories import OPERATOR, World
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
@@ -397,17 +396,8 @@ def spare_database_url(tmp_path):
     if not pg_url:
         yield f"sqlite:///{tmp_path / 'migration.db'}"
         return
-    name = f"telephony_migration_{os.getpid()}_{secrets.token_hex(4)}"
-    server = make_url(pg_url)
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database(pg_url, "telephony_migration") as url:
+        yield url
 
 
 def _old_rows(ids: list[int]) -> None:
