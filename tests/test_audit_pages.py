@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import g
 from sqlalchemy import select, update
 
 from webapp.access import Principal
@@ -29,13 +28,6 @@ from webapp.views.audit_values import FieldChange, changes, changes_text
 from .factories import OPERATOR, snapshot
 
 CSV_HEADER = ["at", "actor", "via", "action", "target", "company", "changes", "detail"]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    @app.before_request
-    def _forget_csrf():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture

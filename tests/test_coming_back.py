@@ -9,7 +9,6 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import g
 
 from webapp.access import Principal
 from webapp.services import ddis, landing, phone_users
@@ -20,13 +19,6 @@ from .factories import OPERATOR, snapshot
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 # 120 DDIs at acme (numbers 2070000000..119, extensions 1000..1119) and 3 at globex.
 NUMBERS = [f"2070000{i:03d}" for i in range(120)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    @app.before_request
-    def _forget_csrf():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture

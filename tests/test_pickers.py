@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import g
 from sqlalchemy import select
 
 from webapp.access import Principal
@@ -52,15 +51,6 @@ SCOPES: dict[str, dict[str, list[str] | None]] = {
     "cadmin_reporter": {"records": [GLOBEX], "reports": [ACME], "audit": [GLOBEX], "grants": NO},
     "nobody": {"records": NO, "reports": NO, "audit": NO, "grants": NO},
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    """One app context outlives the requests here, so flask-wtf's cached token must go."""
-
-    @app.before_request
-    def _forget_csrf():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import g
 from sqlalchemy import event, select
 
 from webapp.access import Principal
@@ -56,17 +55,6 @@ PAGES: dict[str, tuple[set[str], str]] = {
     "/account/tokens": (ALL, "Your API tokens"),
     "/audit": ({"root", "boss"}, "Audit log"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    """The tests keep one app context pushed, so `g` outlives a request, and flask-wtf caches
-    the signed CSRF token in g.csrf_token: a second client would get the first one's token.
-    Each request starts without it, as in production."""
-
-    @app.before_request
-    def _forget_csrf():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture

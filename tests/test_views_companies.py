@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import current_app, g
+from flask import current_app
 from sqlalchemy import delete, func, select
 
 from webapp.access import Principal
@@ -54,13 +54,6 @@ LINKS = {
     "Phone-user counts": "/reports/users?company=acme",
     "Audit log": "/audit?company=acme",
 }
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    @app.before_request
-    def _forget_csrf():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture

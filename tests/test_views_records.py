@@ -16,7 +16,6 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from flask import g
 
 from webapp.access import Principal
 from webapp.database import write_transaction
@@ -93,18 +92,6 @@ LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg")
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _fresh_csrf_per_request(app):
-    """Flask-WTF caches a request's CSRF token in `g`, which the pushed test app context keeps
-    from one request to the next (conftest clears only flask-login's user there): a second
-    client, or a session renewed at sign-in, would get a token its session cannot validate.
-    In production every request has its own `g`; make test requests behave the same."""
-
-    @app.before_request
-    def _forget_the_last_requests_token():
-        g.pop("csrf_token", None)
 
 
 @pytest.fixture
