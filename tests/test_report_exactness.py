@@ -22,7 +22,7 @@ from bench.reference import reference_query, window_reference_query
 from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import HistoryInterval
+from webapp.models import HistoryInterval, RollupState
 from webapp.services import periods, reports, rollups
 
 from .factories import rollup_rebuilt
@@ -89,24 +89,29 @@ def histories(draw, year: int, month: int, zone: str):
     return intervals
 
 
-def store(kind: str, intervals) -> None:
+def store(kind: str, intervals, built: bool = True) -> None:
+    """The (company, start, end) intervals as the whole history, one key each; the rollup
+    rebuilt from them, or left unbuilt (reports then compute from the history)."""
     with write_transaction() as session:
         session.execute(delete(HistoryInterval))
-        session.execute(
-            insert(HistoryInterval),
-            [
-                {
-                    "kind": kind,
-                    "company": c,
-                    "key": f"k{i}",
-                    "start_at": s,
-                    "end_at": e,
-                    "source": "test",
-                }
-                for i, (c, s, e) in enumerate(intervals)
-            ],
-        )
+        if intervals:
+            session.execute(
+                insert(HistoryInterval),
+                [
+                    {
+                        "kind": kind,
+                        "company": c,
+                        "key": f"k{i}",
+                        "start_at": s,
+                        "end_at": e,
+                        "source": "test",
+                    }
+                    for i, (c, s, e) in enumerate(intervals)
+                ],
+            )
         rollup_rebuilt(session)
+        if not built:
+            session.execute(delete(RollupState))
 
 
 @pytest.fixture

@@ -16,17 +16,14 @@ import pytest
 from flask import current_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert
 
 from webapp.access import Principal
-from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import HistoryInterval, RollupState
 from webapp.services import periods, report_days, reports, rollup_sums, rollups
 from webapp.services.errors import Invalid
 
-from .factories import add_history, rollup_rebuilt
-from .test_report_exactness import histories
+from .factories import add_history
+from .test_report_exactness import histories, store
 
 COMPANIES = ("alpha", "beta", "gamma", "delta", "epsilon")
 TODAY = date(2026, 11, 22)
@@ -37,31 +34,6 @@ ROOT = Principal.cli("test")
 def companies(factory):
     for company in COMPANIES:
         factory.company(company, f"{company.title()} Ltd")
-
-
-def store(kind: str, intervals, built: bool) -> None:
-    """The intervals as history rows; the rollup rebuilt, or left unbuilt (reports then compute
-    from the history)."""
-    with write_transaction() as session:
-        session.execute(delete(HistoryInterval))
-        if intervals:
-            session.execute(
-                insert(HistoryInterval),
-                [
-                    {
-                        "kind": kind,
-                        "company": c,
-                        "key": f"k{i}",
-                        "start_at": s,
-                        "end_at": e,
-                        "source": "test",
-                    }
-                    for i, (c, s, e) in enumerate(intervals)
-                ],
-            )
-        rollup_rebuilt(session)
-        if not built:
-            session.execute(delete(RollupState))
 
 
 def spread(intervals, seed: int):
