@@ -168,14 +168,12 @@ def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int
     order: every daily_peaks row of the kind (the full rebuild)."""
     session.execute(delete(RollupDay).where(RollupDay.kind == kind))
     session.execute(delete(RollupMonth).where(RollupMonth.kind == kind))
-    days: dict[date, list[int]] = {}
+    days = DayDeltas()
     months: list[dict] = []
     for company, group in itertools.groupby(rows, key=lambda r: r[0]):
         company_rows = [(d, p, lv) for _, d, p, lv in group]
         for day, (rise, change) in day_parts(company_rows, 0).items():
-            part = days.setdefault(day, [0, 0])
-            part[0] += rise
-            part[1] += change
+            days.add(day, rise, change)
         months += _month_values(kind, company, month_parts(company_rows, 0))
     for i in range(0, len(months), 5000):
         session.execute(insert(RollupMonth), months[i : i + 5000])
@@ -264,9 +262,12 @@ def everyone_figures(
     for company, level in connection.execute(quiet).all():
         totals[company] = (level or 0) * count
     d = RollupDay
-    carried = connection.execute(
-        select(func.coalesce(func.sum(d.change), 0)).where(d.kind == kind, d.day < first)
-    ).scalar_one()
+    # PostgreSQL sums bigints as numeric: an int once, here.
+    carried = int(
+        connection.execute(
+            select(func.coalesce(func.sum(d.change), 0)).where(d.kind == kind, d.day < first)
+        ).scalar_one()
+    )
     rows = {
         day: (rise, change)
         for day, rise, change in connection.execute(
@@ -276,6 +277,6 @@ def everyone_figures(
     day_totals = []
     for day in days:
         rise, change = rows.get(day.day, (0, 0))
-        day_totals.append(int(carried) + rise)
+        day_totals.append(carried + rise)
         carried += change
     return totals, day_totals
