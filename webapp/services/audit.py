@@ -194,9 +194,7 @@ def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[A
     while True:
         where = list(conditions)
         if last is not None:
-            # (at, id) before the last row's, written so both databases read it as one range
-            # of the `at` index in order (a plain OR of the two cases makes SQLite sort).
-            where += [table.c.at <= last.at, or_(table.c.at < last.at, table.c.id < last.id)]
+            where.append(audit_query.older_than((last.at, last.id)))
         rows = db.session.execute(query.where(*where)).all()
         yield from rows
         if len(rows) < chunk:

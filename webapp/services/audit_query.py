@@ -174,15 +174,17 @@ def read_page(
     counted = sum(_count(conditions, part) for part in parts)
     total, more = min(counted, COUNT_CAP), counted > COUNT_CAP
     if after is not None:
-        rows = _merged(conditions, parts, _older(after), newest_first=True, limit=per_page + 1)
-        newer = _newer(_key(rows[0])) if rows else _newer((after[0], after[1] - 1))
+        rows = _merged(conditions, parts, older_than(after), newest_first=True, limit=per_page + 1)
+        newer = newer_than(_key(rows[0])) if rows else newer_than((after[0], after[1] - 1))
         return AuditPage(
             rows[:per_page], total, more, _any(conditions, parts, newer), len(rows) > per_page
         )
     if before is not None:
-        rows = _merged(conditions, parts, _newer(before), newest_first=False, limit=per_page + 1)
+        rows = _merged(
+            conditions, parts, newer_than(before), newest_first=False, limit=per_page + 1
+        )
         shown = list(reversed(rows[:per_page]))
-        older = _older(_key(shown[-1])) if shown else _older((before[0], before[1] + 1))
+        older = older_than(_key(shown[-1])) if shown else older_than((before[0], before[1] + 1))
         return AuditPage(shown, total, more, len(rows) > per_page, _any(conditions, parts, older))
     if oldest:
         rows = _merged(conditions, parts, None, newest_first=False, limit=per_page + 1)
@@ -201,14 +203,14 @@ def _key(entry: AuditEntry) -> Key:
     return (entry.at, entry.id)
 
 
-def _older(key: Key) -> ColumnElement[bool]:
+def older_than(key: Key) -> ColumnElement[bool]:
     """Entries after `key` in the newest-first order, written so both databases read it as one
-    range of an index ending in (at, id)."""
+    range of an index ending in (at, id) (a plain OR of the two cases makes SQLite sort)."""
     a = AuditEntry
     return (a.at <= key[0]) & or_(a.at < key[0], a.id < key[1])
 
 
-def _newer(key: Key) -> ColumnElement[bool]:
+def newer_than(key: Key) -> ColumnElement[bool]:
     a = AuditEntry
     return (a.at >= key[0]) & or_(a.at > key[0], a.id > key[1])
 
