@@ -8,8 +8,9 @@ rollups.build, recomputes them from the history). tests/test_changes.py checks t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -86,41 +87,73 @@ def write(
        writes nothing (the transaction rolls back).
     4. Intervals: ends closed, then starts opened, at `now` (half-open: a move never counts
        twice); `closed` intervals added as imported.
-    5. Rollup: the daily peaks of the companies changed, after the intervals they are
+    5. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
+       transaction, so it commits or rolls back with the change.
+    6. Rollup: the daily peaks of the companies changed, after the intervals they are
        computed from (rollups.record_changes, or for imports rollups.rebuild_from from each
        company's earliest new start). No query when nothing started or ended.
-    6. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
-       transaction, so it commits or rolls back with the change.
 
-    A new step (say, change events) goes between 5 and 6, with the same `now` and Change.
+    A new per-record step (say, change events) goes beside 5, with the same `now` and Change.
     """
+    reported: list[Change] = []
+
+    def one(now: datetime) -> Iterator[Change]:
+        reported.append(step(now))
+        yield reported[0]
+
+    write_chunks(session, principal, kind, lock, one)
+    return reported[0]
+
+
+@dataclass
+class Tally:
+    """What a chunked change did: records started and ended per company, audit entries."""
+
+    starts: Counter[str] = field(default_factory=Counter)
+    ends: Counter[str] = field(default_factory=Counter)
+    audited: int = 0
+
+
+def write_chunks(
+    session: Session,
+    principal: Principal,
+    kind: str | None,
+    lock: Lock,
+    steps: Callable[[datetime], Iterable[Change]],
+) -> Tally:
+    """`write` for a change too large to hold at once (a DDI import of a million rows): one
+    instant, one transaction, the same steps in the same order, with step 3 yielding the
+    Change in chunks. Steps 4 and 5 run for each chunk as it comes, so only one chunk's
+    records are held at a time; step 6 runs once, after the last chunk, from per-company
+    counts (the rollup needs nothing more), so a company named in many chunks is rolled up
+    once, at the one instant."""
     # 1. Lock
     if lock.history:
         history.lock_table(session)
     rollups.lock_companies(session, lock.companies)
     # 2. Clock
     now = write_clock(session)
-    # 3. The caller's own rows and checks
-    change = step(now)
-    # 4. Intervals
-    if kind is not None:
-        history.close_intervals(session, kind, change.ends, now)
-        history.open_intervals(session, kind, change.starts, now)
-    history.add_closed(session, change.closed)
-    # 5. Rollup
-    if kind is not None and (change.starts or change.ends):
-        rollups.record_changes(
-            session,
-            kind,
-            now,
-            ends=[c for c, _ in change.ends],
-            starts=[c for c, _ in change.starts],
-        )
-    if change.closed:
-        _rebuild_imported(session, change.closed)
-    # 6. Audit
-    audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
-    return change
+    tally = Tally()
+    closed: list[ClosedInterval] = []
+    # 3. The caller's own rows and checks, chunk by chunk
+    for change in steps(now):
+        # 4. Intervals
+        if kind is not None:
+            history.close_intervals(session, kind, change.ends, now)
+            history.open_intervals(session, kind, change.starts, now)
+        history.add_closed(session, change.closed)
+        # 5. Audit
+        audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
+        tally.starts.update(c for c, _ in change.starts)
+        tally.ends.update(c for c, _ in change.ends)
+        tally.audited += len(change.audit)
+        closed += change.closed
+    # 6. Rollup
+    if kind is not None and (tally.starts or tally.ends):
+        rollups.record_changes(session, kind, now, ends=tally.ends, starts=tally.starts)
+    if closed:
+        _rebuild_imported(session, closed)
+    return tally
 
 
 def audit_entry(principal: Principal, data: AuditData, at: datetime) -> dict[str, Any]:

@@ -80,10 +80,10 @@ def record_changes(
     session: Session,
     kind: str,
     at: datetime,
-    ends: Iterable[str] = (),
-    starts: Iterable[str] = (),
+    ends: Counter[str],
+    starts: Counter[str],
 ) -> None:
-    """Add one instant's interval ends and starts (one company per item) to the rollup.
+    """Add one instant's interval ends and starts (how many per company) to the rollup.
 
     The fast path: arithmetic on the company's latest row that gives what `day_peak.sweep`, the
     definition, would give for the history with these events added. Guarantees: afterwards the
@@ -97,7 +97,7 @@ def record_changes(
     if zone_name is None:
         return
     tz = periods.zone(zone_name)
-    ended, started = Counter(ends), Counter(starts)
+    ended, started = ends, starts
     day = periods.today_in(tz, at)
     day_start = periods.local_midnight_utc(day, tz)
     days = rollup_sums.DayDeltas()
