@@ -3,8 +3,9 @@ one h1 (tests/test_headings.py) and no serious or critical axe-core violation at
 phone width (tests/browser/test_axe.py).
 
 A new page is one more line in PAGES. Paths are str.format templates: `{token}` (the
-System-Admin's API token id) and `{today}` (ISO date) are filled in by `page_paths`; the
-records they name are made by `add_page_records`.
+System-Admin's API token id), `{preview}` (an import preview of the System-Admin's) and
+`{today}` (ISO date) are filled in by `page_paths`; the records they name are made by
+`add_page_records`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
+from webapp.access import Principal
 from webapp.extensions import db
-from webapp.models import Account, ApiToken
+from webapp.models import Account, ApiToken, ImportPreview
+from webapp.services import import_previews
 
 from .factories import ACME, World
 
@@ -33,6 +36,8 @@ PAGES: dict[str, str] = {
     "edit DDI":                  f"{DDI}/edit",
     "link DDI":                  f"{DDI}/link",
     "delete DDI":                f"{DDI}/delete",
+    "import DDIs":               "/ddis/import",
+    "import preview":            "/ddis/import/{preview}",
     "phone users":               "/users",
     "new phone user":            "/users/new",
     "edit phone user":           f"{USER}/edit",
@@ -78,6 +83,11 @@ def add_page_records(world: World) -> None:
     services, so they have history, daily peaks and audit entries)."""
     world.factory.ddi(DIALCODE, NUMBER, ACME, "100")
     world.factory.user(PHONE_USER, ACME, "200")
+    root = db.session.scalar(select(Account).where(Account.username == "root"))
+    assert root is not None
+    # A preview that moves the DDI and creates one, so every section of the page shows.
+    content = f"dialcode,number,virt_exten,company\n{DIALCODE},{NUMBER},100,globex\n1,2,3,acme\n"
+    import_previews.create(Principal.from_account(root, "ui"), "page.csv", content.encode())
 
 
 def page_paths(username: str = "root") -> dict[str, str]:
@@ -86,5 +96,9 @@ def page_paths(username: str = "root") -> dict[str, str]:
         select(ApiToken.id).join(Account).where(Account.username == username).limit(1)
     )
     db.session.rollback()
-    values = {"token": token, "today": datetime.now(UTC).date().isoformat()}
+    preview = db.session.scalar(
+        select(ImportPreview.id).join(Account).where(Account.username == username).limit(1)
+    )
+    db.session.rollback()
+    values = {"token": token, "preview": preview, "today": datetime.now(UTC).date().isoformat()}
     return {name: path.format(**values) for name, path in PAGES.items()}

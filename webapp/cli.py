@@ -33,7 +33,9 @@ def friendly(func):
         try:
             return func(*args, **kwargs)
         except ServiceError as exc:
-            fields = "; ".join(f"{k}: {v}" for k, v in exc.fields.items())
+            # Fields the message already names (an import's 'line 7: why') are not repeated.
+            extra = [f"{k}: {v}" for k, v in exc.fields.items() if f"{k}: {v}" not in exc.message]
+            fields = "; ".join(extra)
             raise click.ClickException(exc.message + (f" ({fields})" if fields else "")) from None
         except SQLAlchemyError as exc:
             cause = str(getattr(exc, "orig", None) or exc).strip()
@@ -209,6 +211,30 @@ def history_rollup() -> None:
     click.echo(f"Rebuilt the report rollup: {rows}.")
 
 
+ddis_cli = Group("ddis", help="DDIs in bulk.")
+
+
+@ddis_cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Check the file and count; write nothing.")
+@friendly
+def ddis_import(path: Path, dry_run: bool) -> None:
+    """Bring DDIs to the states a CSV lists: dialcode,number,virt_exten,company (checked whole
+    first; one transaction)."""
+    from .services import ddi_import
+
+    if not path.is_file():
+        raise click.ClickException(f"{path}: no such file.")
+    source = ddi_import.path_source(str(path))
+    try:
+        if dry_run:
+            click.echo("dry run: " + ddi_import.plan(_operator(), source).summary())
+        else:
+            click.echo(ddi_import.apply(_operator(), source).summary())
+    except OSError as exc:
+        raise click.ClickException(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+
+
 def register_cli(app: Flask) -> None:
-    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli, history_cli):
+    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli, history_cli, ddis_cli):
         app.cli.add_command(group)

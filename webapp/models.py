@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Table,
     Text,
@@ -346,3 +347,22 @@ class AuditEntry(Model):
 # The two kinds of record the record services serve (services/records.py, Kind.model).
 Record = Ddi | PhoneUser
 RecordModel = type[Ddi] | type[PhoneUser]
+
+
+class ImportPreview(Model):
+    """An uploaded DDI import waiting for its confirmation (services/import_previews.py).
+
+    The file is kept here, not on the web server's disk, so the confirmation may reach any
+    worker or host. `fingerprint` is the plan the account was last shown: confirming applies
+    the file only while the plan is still that one. Deleted when applied; a day old, purged.
+    """
+
+    __tablename__ = "import_previews"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    filename: Mapped[str] = mapped_column(String(200))
+    size: Mapped[int] = mapped_column(Integer)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    fingerprint: Mapped[str] = mapped_column(String(64))

@@ -51,3 +51,17 @@ class NotFound(ServiceError):
 class Conflict(ServiceError):
     status = 409
     code = ERROR_CODES[status]
+
+
+class TooLarge(ServiceError):
+    """A body or upload over the size its door accepts."""
+
+    status = 413
+    code = ERROR_CODES[status]
+
+
+class UnsupportedMedia(ServiceError):
+    """A body not declared as the media type the endpoint takes."""
+
+    status = 415
+    code = ERROR_CODES[status]
