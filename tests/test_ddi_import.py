@@ -106,9 +106,19 @@ def test_rows_are_created_updated_moved_or_left_alone(world):
 
 
 def test_the_preview_shows_samples_and_the_billing_effect(world):
-    data = csv_bytes("44,2070000001,101,globex", "44,2070000002,102,globex", "33,1,5,initech")
+    data = csv_bytes(
+        "44,2070000001,101,globex",
+        "44,2070000002,102,globex",
+        "33,1,5,initech",
+        "44,2070000003,103,acme",  # globex -> acme: acme's count is -2 +1
+        "33,2,5,globex",
+    )
     plan = run_import(data, dry_run=True)
-    assert [s.key for s in plan.samples["moved"]] == ["44:2070000001", "44:2070000002"]
+    assert [s.key for s in plan.samples["moved"]] == [
+        "44:2070000001",
+        "44:2070000002",
+        "44:2070000003",
+    ]
     assert plan.samples["moved"][0].before == {
         "dialcode": "44",
         "number": "2070000001",
@@ -116,8 +126,11 @@ def test_the_preview_shows_samples_and_the_billing_effect(world):
         "company": ACME,
     }
     assert plan.samples["created"][0].before is None
-    # Largest change first: acme loses 2, globex gains 2, initech gains 1.
-    assert ddi_import.billing_effect(plan) == [(ACME, 2, 0), (GLOBEX, 1, 3), (INITECH, 0, 1)]
+    # Largest change first: globex +2 -1 +1, acme -2 +1, initech +1.
+    assert ddi_import.billing_effect(plan) == [(GLOBEX, 1, 3), (ACME, 2, 1), (INITECH, 0, 1)]
+    swap = run_import(csv_bytes("44,2070000001,101,globex", "44,2070000003,103,acme"), True)
+    # A swap changes no count, and still shows both companies.
+    assert ddi_import.billing_effect(swap) == [(ACME, 2, 2), (GLOBEX, 1, 1)]
 
 
 def test_samples_stop_at_a_hundred_of_each_kind(world):

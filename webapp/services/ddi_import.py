@@ -440,11 +440,10 @@ def _write(
 
 
 def billing_effect(plan: Plan, limit: int = SAMPLES) -> list[tuple[str, int, int]]:
-    """Per company whose DDI count the import changes, (company, count now, count after),
-    largest change first, at most `limit`: a preview shows what the invoice would see."""
-    ranked = sorted(
-        ((c, d) for c, d in plan.delta.items() if d), key=lambda cd: (-abs(cd[1]), cd[0])
-    )[:limit]
+    """Per company that gains or loses DDIs (created, moved in or away), (company, count now,
+    count after), largest change first (a company whose gains and losses cancel out last), at
+    most `limit`: a preview shows what the invoice would see."""
+    ranked = sorted(plan.delta.items(), key=lambda cd: (-abs(cd[1]), cd[0]))[:limit]
     session = db.session()
     names = [c for c, _ in ranked]
     counts: dict[str, int] = {}

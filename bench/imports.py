@@ -1,0 +1,229 @@
+"""The DDI import at the bench data set's size (docs/import.md): a file as long as the data set
+has DDIs (1,000,000 at full size), a mix of every kind of row, run through the real command
+(`flask ddis import`) as a subprocess, dry run then apply, on a copy of the data set.
+
+The file: for 80% of the stored DDIs a row (half unchanged, a quarter with a new extension,
+a quarter moved to another company), and as many new numbers as the other 20%. Rows:
+
+- apply, in rows/s, against a plain load of the same file into a table without any check
+  (csv module + one executemany per 5,000 rows): the floor of reading and writing each row;
+- the dry run, in rows/s, against apply: it must be the faster;
+- the peak memory of the import process, against the same command printing its help (the
+  app and its libraries loaded): the file is streamed, not held.
+
+Then the report must still be exact: the rollup's peaks for the month equal the from-scratch
+query's, every company and day (an assertion: a wrong number fails the bench).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from .table import Result
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ("dialcode", "number", "virt_exten", "company")
+NEW_DIALCODE = "999"  # not a dialcode the generator uses: its numbers are all new
+
+
+def _copy(url: str) -> str:
+    """A scratch copy of the data set, so the import leaves the kept one as it was."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        source = Path(parsed.database or "")
+        target = source.with_name(source.stem + "-import.db")
+        with sqlite3.connect(source) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(source, target)
+        return f"sqlite:///{target}"
+    name = f"{parsed.database}_import"
+    server = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"'))
+    server.dispose()
+    return parsed.set(database=name).render_as_string(hide_password=False)
+
+
+def _drop(url: str) -> None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{parsed.database}{suffix}").unlink(missing_ok=True)
+        return
+    server = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}"'))
+    server.dispose()
+
+
+def write_file(url: str, path: Path, seed: int = 13) -> int:
+    """The import file for the data set at `url`; returns its row count."""
+    rng = random.Random(seed)
+    engine = create_engine(url)
+    rows = 0
+    with engine.connect() as conn, path.open("w", newline="") as out:
+        companies = list(conn.scalars(text("SELECT id FROM companies ORDER BY id")))
+        stored = conn.execute(
+            text("SELECT dialcode, number, virt_exten, company FROM ddis ORDER BY id")
+        )
+        writer = csv.writer(out)
+        writer.writerow(HEADER)
+        skipped = 0
+        for dialcode, number, exten, company in stored:
+            draw = rng.random()
+            if draw < 0.2:
+                skipped += 1
+                continue
+            if draw < 0.6:
+                writer.writerow((dialcode, number, exten, company))
+            elif draw < 0.8:
+                writer.writerow((dialcode, number, str(int(exten) + 1)[:10], company))
+            else:
+                other = rng.choice(companies)
+                if other == company:
+                    other = companies[(companies.index(other) + 1) % len(companies)]
+                writer.writerow((dialcode, number, exten, other))
+            rows += 1
+        for i in range(skipped):
+            new = (NEW_DIALCODE, str(7_000_000_000 + i), str(100 + i % 900), rng.choice(companies))
+            writer.writerow(new)
+            rows += 1
+    engine.dispose()
+    return rows
+
+
+def _measured(url: str, *args: str) -> tuple[float, float, str]:
+    """`flask --app app ARGS` against `url`: (seconds, peak resident MB, stdout). The child is
+    reaped with wait4, which reports that one process's peak resident set."""
+    env = {**os.environ, "DATABASE_URL": url}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "app", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        assert proc.returncode == 0, f"flask {' '.join(args)} failed: {err.read()[-2000:]}"
+        return seconds, usage.ru_maxrss / 1024, out.read()
+
+
+def _plain_load(url: str, path: Path) -> float:
+    """Seconds to read the file and insert every row into a bare table (no checks)."""
+    engine = create_engine(url)
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE TABLE import_reference (dialcode VARCHAR(7), number VARCHAR(15), "
+                "virt_exten VARCHAR(10), company VARCHAR(64))"
+            )
+        )
+        insert = text(
+            "INSERT INTO import_reference VALUES (:dialcode, :number, :virt_exten, :company)"
+        )
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            batch = []
+            for row in reader:
+                batch.append(row)
+                if len(batch) == 5000:
+                    conn.execute(insert, batch)
+                    batch = []
+            if batch:
+                conn.execute(insert, batch)
+    seconds = time.perf_counter() - started
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE import_reference"))
+    engine.dispose()
+    return seconds
+
+
+def check_report_exact(url: str) -> None:
+    """The rollup the import kept gives the from-scratch query's peaks this month."""
+    from webapp import create_app
+    from webapp.extensions import db
+    from webapp.services import periods, reports, rollups
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url})
+    with app.app_context():
+        tz = periods.zone(app.config["REPORT_TIMEZONE"])
+        today = periods.today_in(tz)
+        period = periods.resolve(today.month, today.year, tz, today)
+        kept = rollups.peak_lists(db.session, "ddi", period, None)
+        scratch = reports.scratch_peaks("ddi", period, None)
+        from_rollup = {(c, i): p for c, values in kept.items() for i, p in enumerate(values) if p}
+        assert from_rollup == scratch, "after the import, the rollup disagrees with the history"
+        db.session.remove()
+        db.engine.dispose()
+
+
+def import_scenarios(url: str, label: str) -> list[Result]:
+    """Dry run and apply of a data-set-sized import on a scratch copy; see the module's text."""
+    copy = _copy(url)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "import.csv"
+            rows = write_file(copy, path)
+            dry_s, dry_mb, dry_out = _measured(copy, "ddis", "import", str(path), "--dry-run")
+            assert dry_out.startswith("dry run: created"), dry_out
+            apply_s, apply_mb, out = _measured(copy, "ddis", "import", str(path))
+            print(f"  {label}: {out.strip()} in {apply_s:.1f} s (dry run {dry_s:.1f} s)")
+            _, idle_mb, _ = _measured(copy, "ddis", "--help")
+            reference_s = _plain_load(copy, path)
+            check_report_exact(copy)
+    finally:
+        _drop(copy)
+    name = f"DDI import, {rows:,} rows"
+    return [
+        Result(
+            label,
+            f"{name}: apply",
+            rows / apply_s,
+            rows / reference_s,
+            "plain load of the rows, no checks",
+            "rows/s",
+            higher_is_better=True,
+            absolute_target=10_000,
+        ),
+        Result(
+            label,
+            f"{name}: dry run",
+            rows / dry_s,
+            rows / apply_s,
+            "apply",
+            "rows/s",
+            target=1.0,
+            higher_is_better=True,
+        ),
+        Result(
+            label,
+            f"{name}: peak memory",
+            max(dry_mb, apply_mb),
+            idle_mb,
+            "the same command printing its help",
+            "MB",
+            absolute_target=512,
+        ),
+    ]
