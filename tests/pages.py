@@ -33,6 +33,7 @@ PAGES: dict[str, str] = {
     "DDI list":                  "/ddis",
     "DDI list, filtered":        f"/ddis?company={ACME}&number=207",
     "new DDI":                   "/ddis/new",
+    "DDI page":                  DDI,
     "edit DDI":                  f"{DDI}/edit",
     "link DDI":                  f"{DDI}/link",
     "delete DDI":                f"{DDI}/delete",

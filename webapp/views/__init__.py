@@ -35,13 +35,25 @@ def number(value: int | float | str) -> str:
 
 
 def register(app: Flask) -> None:
-    from . import account, admin, audit, auth, companies, imports, pickers, records, reports
+    from . import (
+        account,
+        admin,
+        audit,
+        auth,
+        companies,
+        ddi_page,
+        imports,
+        pickers,
+        records,
+        reports,
+    )
     from .common import principal
     from .forms import FIELD_LABELS
 
     # pickers before companies: /companies/suggest is a static route, /companies/<id> is not
     # (Werkzeug prefers the static one whatever the order; the order only reads better).
-    for module in (auth, records, imports, reports, admin, pickers, companies, account, audit):
+    modules = (auth, records, ddi_page, imports, reports, admin, pickers, companies, account, audit)
+    for module in modules:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
