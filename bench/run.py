@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("BENCH_DATABASE_URL"):
         databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
 
+    from .imports import import_scenarios
     from .report import growth_scenarios, report_scenarios
 
     started = time.perf_counter()
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         results += report_scenarios(urls[4], label, repeat)
         print(f"{label}: growth", flush=True)
         results += growth_scenarios(sorted(urls.items()), label, repeat)
+        print(f"{label}: DDI import (on a copy of the data set)", flush=True)
+        results += import_scenarios(urls[4], label, args.ddis)
         if not args.skip_http:
             from .http import http_scenarios
 

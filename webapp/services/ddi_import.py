@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access import Principal
-from ..database import write_transaction
+from ..database import bulk_cache, write_transaction
 from ..extensions import db
 from ..models import Company, Ddi
 from . import changes, ddis, history
@@ -218,8 +218,10 @@ def _key_code(row: Row) -> int:
 
 
 def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str, str], Stored]:
-    """The stored state of the chunk's DDIs, by (dialcode, number); locked until commit when
-    `lock` (PostgreSQL), so applying sees exactly what it planned from."""
+    """The stored state of the chunk's DDIs, by (dialcode, number). With `lock` (PostgreSQL),
+    the rows the chunk would change are locked until commit and read again under the lock,
+    so applying sees exactly what it planned from; rows it leaves alone are not locked (a
+    lock writes to the row: a re-import of a million unchanged rows would rewrite them all)."""
     by_dialcode: dict[str, list[str]] = {}
     for row in rows:
         by_dialcode.setdefault(row.dialcode, []).append(row.number)
@@ -230,10 +232,20 @@ def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str
         query = select(Ddi.id, Ddi.number, Ddi.virt_exten, Ddi.company).where(
             Ddi.dialcode == dialcode, Ddi.number.in_(numbers)
         )
-        if lock:
-            query = query.order_by(Ddi.id).with_for_update()
         for id_, number, exten, company in session.execute(query):
             found[(dialcode, number)] = Stored(id_, exten, company)
+    if lock and session.get_bind().dialect.name == "postgresql":
+        changing = sorted(
+            s.id
+            for r in rows
+            if (s := found.get((r.dialcode, r.number))) is not None
+            and (s.virt_exten, s.company) != (r.virt_exten, r.company)
+        )
+        if changing:
+            again = select(Ddi.id, Ddi.dialcode, Ddi.number, Ddi.virt_exten, Ddi.company)
+            locked = again.where(Ddi.id.in_(changing)).order_by(Ddi.id).with_for_update()
+            for id_, dialcode, number, exten, company in session.execute(locked):
+                found[(dialcode, number)] = Stored(id_, exten, company)
     return found
 
 
@@ -342,7 +354,7 @@ def apply(principal: Principal, source: Source, expected: str | None = None) -> 
     One audit entry per changed DDI, each naming the import ('import <id>' in its detail).
     A DDI created by someone else while the import runs raises Conflict.
     """
-    with write_transaction() as session:
+    with write_transaction() as session, bulk_cache(session):
         first = _read_plan(session, principal, source, lock=True)
         if expected is not None and first.fingerprint != expected:
             raise Stale(first)
@@ -357,8 +369,12 @@ def apply(principal: Principal, source: Source, expected: str | None = None) -> 
                 lambda _now: _write(session, reader.chunks(source), first.import_id),
             )
             if again.fingerprint != first.fingerprint:
-                # The file changed between the two reads: roll back rather than apply a mix.
-                raise Invalid("The file changed while it was being imported; nothing was imported.")
+                # The file changed on disk between the two reads, or a DDI the file left
+                # alone (so not locked) was changed meanwhile: roll back rather than apply a mix.
+                raise Conflict(
+                    "The file or its DDIs changed while the import ran; nothing was imported. "
+                    "Try again."
+                )
         first.applied = True
         return first
 
@@ -373,10 +389,17 @@ class Stale(Conflict):
         self.plan = plan
 
 
-_SET_VALUES = (
+# A move sets both columns; an extension change only its own, so the indexes on the company
+# (four of the six) are left alone.
+_MOVE = (
     update(Ddi.__table__)
     .where(Ddi.__table__.c.id == bindparam("row_id"))
     .values(virt_exten=bindparam("new_exten"), company=bindparam("new_company"))
+)
+_SET_EXTEN = (
+    update(Ddi.__table__)
+    .where(Ddi.__table__.c.id == bindparam("row_id"))
+    .values(virt_exten=bindparam("new_exten"))
 )
 
 
@@ -390,7 +413,8 @@ def _write(
     detail = f"import {import_id}"
     for chunk, stored in chunks:
         new: list[dict[str, str]] = []
-        changed: list[dict[str, Any]] = []
+        moves: list[dict[str, Any]] = []
+        extens: list[dict[str, Any]] = []
         starts: list[tuple[str, str]] = []
         ends: list[tuple[str, str]] = []
         entries: list[changes.AuditData] = []
@@ -409,9 +433,12 @@ def _write(
                 continue
             before = {**after, "virt_exten": now.virt_exten, "company": now.company}
             moved = now.company != row.company
-            changed.append(
-                {"row_id": now.id, "new_exten": row.virt_exten, "new_company": row.company}
-            )
+            if moved:
+                moves.append(
+                    {"row_id": now.id, "new_exten": row.virt_exten, "new_company": row.company}
+                )
+            else:
+                extens.append({"row_id": now.id, "new_exten": row.virt_exten})
             if moved:
                 ends.append((now.company, row.key))
                 starts.append((row.company, row.key))
@@ -434,8 +461,10 @@ def _write(
                     "A DDI of the file was created by someone else meanwhile; nothing was "
                     "imported. Try again."
                 ) from exc
-        if changed:
-            session.execute(_SET_VALUES, changed)
+        if moves:
+            session.execute(_MOVE, moves)
+        if extens:
+            session.execute(_SET_EXTEN, extens)
         yield changes.Change(starts=starts, ends=ends, audit=entries)
 
 

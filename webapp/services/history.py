@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import text, tuple_, update
+from sqlalchemy import bindparam, text, update
 from sqlalchemy.orm import Session
 
 from ..models import HistoryInterval
@@ -65,17 +65,22 @@ def close_intervals(
     the new one's starts, so at no moment does the record count twice.
     """
     pairs = list(dict.fromkeys(members))
-    for chunk in chunks(pairs):
+    if pairs:
+        # One statement per record, sent as one executemany: each is a seek on (kind, key)
+        # (ix_history_kind_key_start), where an IN over (company, key) pairs made SQLite scan.
         session.execute(
-            update(HistoryInterval)
-            .where(
-                HistoryInterval.kind == kind,
-                HistoryInterval.end_at.is_(None),
-                tuple_(HistoryInterval.company, HistoryInterval.key).in_(chunk),
-            )
-            .values(end_at=at)
-            .execution_options(synchronize_session=False)
+            _CLOSE.values(end_at=at),
+            [{"close_kind": kind, "close_company": c, "close_key": k} for c, k in pairs],
         )
+
+
+_H = HistoryInterval.__table__.c
+_CLOSE = update(HistoryInterval.__table__).where(
+    _H.kind == bindparam("close_kind"),
+    _H.key == bindparam("close_key"),
+    _H.company == bindparam("close_company"),
+    _H.end_at.is_(None),
+)
 
 
 def add_closed(session: Session, intervals: Sequence[ClosedInterval]) -> None:

@@ -125,9 +125,21 @@ def create(principal: Principal, kind: Kind, values: Any) -> int:
     """
     require_create_delete(principal, kind, "create")
     rows = _parse_rows(kind, values)
+    return insert_rows(principal, kind, rows, batch=isinstance(values, list))
+
+
+def insert_rows(
+    principal: Principal, kind: Kind, rows: list[dict[str, str]], batch: bool = True
+) -> int:
+    """Create `rows` (already checked field by field) all or nothing; return how many.
+
+    What `create` does after parsing, for callers that build their rows themselves (a block
+    of numbers): the same grants checked, the same Conflict for a key taken, in the batch or
+    stored. `batch`: name a missing company by its row (values[i].company)."""
+    require_create_delete(principal, kind, "create")
     principal.require_admin_of(r["company"] for r in rows)
     with write_transaction() as session:
-        require_companies_exist(session, [r["company"] for r in rows], isinstance(values, list))
+        require_companies_exist(session, [r["company"] for r in rows], batch)
         # One key order for every batch, so two overlapping batches lock keys in the same
         # order on PostgreSQL and one waits for the other instead of deadlocking.
         rows.sort(key=lambda r: [r[f] for f in kind.order])

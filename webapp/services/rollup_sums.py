@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -90,41 +90,60 @@ class DayDeltas(dict[date, tuple[int, int]]):
         self[day] = (r + rise, c + change)
 
 
-def extend(session: Session, kind: str, c: Extend, days: DayDeltas) -> None:
-    """Apply record_changes' arithmetic to one company's month row and to `days`: its latest
-    row grew or a new latest row began (its last row, so no later day or month moves)."""
-    old_peak, old_level = c.before if c.before is not None else (c.carried, c.carried)
-    days.add(c.day, c.peak - old_peak, c.level - old_level)
-    month = month_of(c.day)
-    m = RollupMonth
-    key = and_(m.kind == kind, m.month == month, m.company == c.company)
-    if c.before is not None:
-        session.execute(
-            update(m)
-            .where(key)
-            .values(through=m.through + c.peak - old_peak, level=c.level)
-            .execution_options(synchronize_session=False)
-        )
-    elif c.previous is not None and month_of(c.previous) == month:
-        gap = c.day.day - c.previous.day - 1
-        session.execute(
-            update(m)
-            .where(key)
-            .values(through=m.through + c.carried * gap + c.peak, last_day=c.day, level=c.level)
-            .execution_options(synchronize_session=False)
-        )
-    else:
-        through = c.carried * (c.day.day - 1) + c.peak
-        session.execute(
-            insert(m).values(
-                kind=kind,
-                month=month,
-                company=c.company,
-                through=through,
-                last_day=c.day,
-                level=c.level,
+def extend(session: Session, kind: str, grown: Iterable[Extend], days: DayDeltas) -> None:
+    """Apply record_changes' arithmetic to each company's month row and to `days`: its latest
+    row grew or a new latest row began (its last row, so no later day or month moves). One
+    company at most once per call; each kind of statement is sent once, as an executemany."""
+    added: list[dict] = []  # the month row's latest day grew
+    continued: list[dict] = []  # a new latest day in the month of the previous one
+    begun: list[dict] = []  # the company's first row of the month
+    for c in grown:
+        old_peak, old_level = c.before if c.before is not None else (c.carried, c.carried)
+        days.add(c.day, c.peak - old_peak, c.level - old_level)
+        month = month_of(c.day)
+        key = {"m_kind": kind, "m_month": month, "m_company": c.company}
+        if c.before is not None:
+            added.append({**key, "m_add": c.peak - old_peak, "m_level": c.level})
+        elif c.previous is not None and month_of(c.previous) == month:
+            gap = c.day.day - c.previous.day - 1
+            add = c.carried * gap + c.peak
+            continued.append({**key, "m_add": add, "m_last": c.day, "m_level": c.level})
+        else:
+            through = c.carried * (c.day.day - 1) + c.peak
+            begun.append(
+                {
+                    "kind": kind,
+                    "month": month,
+                    "company": c.company,
+                    "through": through,
+                    "last_day": c.day,
+                    "level": c.level,
+                }
             )
+    if added:
+        session.execute(
+            _ADD.values(through=_M.c.through + bindparam("m_add"), level=bindparam("m_level")),
+            added,
         )
+    if continued:
+        session.execute(
+            _ADD.values(
+                through=_M.c.through + bindparam("m_add"),
+                last_day=bindparam("m_last"),
+                level=bindparam("m_level"),
+            ),
+            continued,
+        )
+    if begun:
+        session.execute(insert(_M), begun)
+
+
+_M = RollupMonth.__table__
+_ADD = update(_M).where(
+    _M.c.kind == bindparam("m_kind"),
+    _M.c.month == bindparam("m_month"),
+    _M.c.company == bindparam("m_company"),
+)
 
 
 def replace(

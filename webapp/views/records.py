@@ -30,7 +30,9 @@ from flask import (
 from flask_login import login_required
 from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
-from wtforms import StringField
+from wtforms import RadioField, StringField
+# The type stubs predate SelectChoice (wtforms 3.3), which tuples of choices are deprecated for.
+from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
 from ..services import ddis, landing, listing, phone_users, record_query, records
@@ -44,6 +46,7 @@ from .forms import apply_field_errors, form_error
 bp = Blueprint("records", __name__)
 PER_PAGE = 50
 PAGE_NUMBER = re.compile(r"[0-9]{1,6}")
+BLOCK_COUNT = re.compile(r"[0-9]{1,6}")
 CSV_CHUNK = 5000
 SEARCH_LABEL = "Number"  # the number search's field, in the filter form and its messages
 EMPTY = listing.Listing(
@@ -83,6 +86,16 @@ class RecordForm(FlaskForm):
     username = StringField("Username")
     virt_exten = StringField("Extension")
     company = StringField("Company")  # a company picker: no company until one is typed
+    # A DDI create only: a block of consecutive numbers (ddis.create_block).
+    count = StringField("How many numbers", default="1")
+    extensions = RadioField(
+        "Extensions",
+        choices=[
+            SelectChoice("increment", "One more for each number"),
+            SelectChoice("same", "The same for every number"),
+        ],
+        default="increment",
+    )
 
 
 def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
@@ -435,13 +448,31 @@ def _create(screen: Screen):
             return _render_form(screen, form, "create", status=400)
         values = _values(form, screen.kind.fields)
         try:
-            screen.service.create(p, values)
+            count = _block_count(form) if screen is DDI else 1
+            if count > 1:
+                same = form.extensions.data == "same"
+                block = ddis.create_block(p, values, count, same_extension=same)
+                message = (
+                    f"Created {block.count:,} DDIs, {screen.label_of(block.first)} to "
+                    f"{screen.label_of(block.last)}."
+                )
+            else:
+                screen.service.create(p, values)
+                message = f"Created {screen.kind.label} {screen.label_of(values)}."
         except ServiceError as exc:
             status = form_error(form, exc, on_form=(400, 404, 409), status=400)
             return _render_form(screen, form, "create", status=status)
-        message = f"Created {screen.kind.label} {screen.label_of(values)}."
         return _show_created(p, screen, message, screen.keys_of(values))
     return _render_form(screen, form, "create", status=400 if request.method == "POST" else 200)
+
+
+def _block_count(form: RecordForm) -> int:
+    """The create form's 'How many numbers' (empty: one); Invalid unless a whole number."""
+    text = (form.count.data or "").strip() or "1"
+    if not BLOCK_COUNT.fullmatch(text):
+        why = f"must be a whole number from 1 to {ddis.MAX_BLOCK:,}"
+        raise Invalid(f"How many numbers {why}.", {"count": why})
+    return int(text)
 
 
 def _change(screen: Screen, keys: dict[str, str], action: str):
