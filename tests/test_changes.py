@@ -12,7 +12,10 @@ SOURCE = Path(webapp.__file__).parent
 
 
 def _writes(model: str) -> str:
-    return rf"(insert|update|delete)\({model}\b|{model}\.__table__\.(insert|update|delete)"
+    return (
+        rf"(insert|update|delete)\({model}\b|{model}\.__table__\.(insert|update|delete)"
+        rf"|insert_rows\([^)]*\b{model}\b"
+    )
 
 
 # Statements that write a table, and the only modules that may hold them: the storage steps

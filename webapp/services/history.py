@@ -11,6 +11,7 @@ from typing import TypeVar
 from sqlalchemy import bindparam, text, update
 from sqlalchemy.orm import Session
 
+from ..database import insert_rows
 from ..models import HistoryInterval
 
 # Keeps every statement well under SQLite's bound-parameter limit.
@@ -52,8 +53,7 @@ def open_intervals(
         {"kind": kind, "company": c, "key": k, "start_at": at, "end_at": None, "source": "live"}
         for c, k in members
     ]
-    if rows:
-        session.execute(HistoryInterval.__table__.insert(), rows)  # Core: no ORM bulk overhead
+    insert_rows(session, HistoryInterval.__table__, rows)  # Core (COPY on PostgreSQL)
 
 
 def close_intervals(

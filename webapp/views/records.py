@@ -31,6 +31,7 @@ from flask_login import login_required
 from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
 from wtforms import RadioField, StringField
+
 # The type stubs predate SelectChoice (wtforms 3.3), which tuples of choices are deprecated for.
 from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
