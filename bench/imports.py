@@ -226,3 +226,33 @@ def import_scenarios(url: str, label: str, rows: int) -> list[Result]:
             absolute_target=512,
         ),
     ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.imports`: these rows alone, on the kept data sets (bench.db beside the
+    project, and BENCH_DATABASE_URL when set), as `make bench` prints them."""
+    import argparse
+
+    from .run import ensure_data
+    from .table import render
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--ddis", type=int, default=1_000_000)
+    parser.add_argument("--companies", type=int, default=10_000)
+    parser.add_argument("--dir", type=Path, default=ROOT, help="where bench.db lives")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
+    databases = [("sqlite", f"sqlite:///{args.dir / 'bench.db'}")]
+    if os.environ.get("BENCH_DATABASE_URL"):
+        databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
+    results: list[Result] = []
+    for label, url in databases:
+        ensure_data(url, args.ddis, args.companies)
+        results += import_scenarios(url, label, args.ddis)
+    print(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..access import Principal
-from ..database import bulk_cache, insert_rows, write_transaction
+from ..database import bulk_cache, insert_rows, one_of, write_transaction
 from ..extensions import db
 from ..models import Company, Ddi
 from . import changes, ddis, history
@@ -241,7 +241,7 @@ def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str
         # One dialcode at a time: `dialcode = ? AND number IN (…)` is one range of the unique
         # index on both databases.
         query = select(Ddi.id, Ddi.number, Ddi.virt_exten, Ddi.company).where(
-            Ddi.dialcode == dialcode, Ddi.number.in_(numbers)
+            Ddi.dialcode == dialcode, one_of(session, Ddi.number, numbers)
         )
         for id_, number, exten, company in session.execute(query):
             found[(dialcode, number)] = Stored(id_, exten, company)
@@ -254,7 +254,9 @@ def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str
         )
         if changing:
             again = select(Ddi.id, Ddi.dialcode, Ddi.number, Ddi.virt_exten, Ddi.company)
-            locked = again.where(Ddi.id.in_(changing)).order_by(Ddi.id).with_for_update()
+            locked = (
+                again.where(one_of(session, Ddi.id, changing)).order_by(Ddi.id).with_for_update()
+            )
             for id_, dialcode, number, exten, company in session.execute(locked):
                 found[(dialcode, number)] = Stored(id_, exten, company)
     return found

@@ -43,6 +43,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.orm import Session
@@ -164,12 +165,17 @@ _GROW = update(DailyPeak.__table__).where(
 
 
 def _latest_rows(session: Session, kind: str, companies: list[str]) -> dict[str, Any]:
-    """Each company's latest daily_peaks row (day, peak, level, last_at), if it has one: one
-    query per few hundred companies. The latest day per company comes from the primary key
-    alone (kind, company, day), then one row per company is read: a correlated subquery per
-    row made PostgreSQL evaluate it for every row of those companies (10 s at 10,000)."""
-    p = DailyPeak
+    """Each company's latest daily_peaks row (day, peak, level, last_at), if it has one. On
+    PostgreSQL one seek per company down the primary key (a LATERAL join over the list); on
+    SQLite the latest day per company from the primary key, then its row. (A correlated
+    subquery per row made PostgreSQL evaluate it for every row of those companies: 10 s at
+    10,000 companies; the grouped form still read each company's rows: 3 s.)"""
     found: dict[str, Any] = {}
+    if session.get_bind().dialect.name == "postgresql":
+        for row in session.execute(_LATEST_PG, {"kind": kind, "companies": companies}):
+            found[row.company] = row
+        return found
+    p = DailyPeak
     for chunk in history.chunks(companies):
         newest = (
             select(p.company, func.max(p.day).label("day"))
@@ -183,6 +189,19 @@ def _latest_rows(session: Session, kind: str, companies: list[str]) -> dict[str,
         for row in session.execute(query):
             found[row.company] = row
     return found
+
+
+_LATEST_PG = text(
+    """
+    SELECT c.company, p.day, p.peak, p.level, p.last_at
+    FROM unnest(CAST(:companies AS text[])) AS c(company)
+    CROSS JOIN LATERAL (
+        SELECT day, peak, level, last_at FROM daily_peaks
+        WHERE kind = :kind AND company = c.company
+        ORDER BY day DESC LIMIT 1
+    ) AS p
+    """
+)
 
 
 def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo) -> int:
