@@ -45,7 +45,7 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 10, run.stdout
+    assert len(table) == 11, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)

@@ -184,8 +184,10 @@ def apply_changes(
     rows: Sequence[Any],
     values: dict[str, str],
     action: str,
+    detail: str | None = None,
 ) -> int:
-    """Set `values` on `rows`; move history for company changes; audit; return rows changed."""
+    """Set `values` on `rows`; move history for company changes; audit (with `detail`, if
+    given); return rows changed."""
     # Only a company change moves rollup rows: the old and the new company are locked.
     lock = [values["company"], *(r.company for r in rows)] if "company" in values else []
     change = changes.write(
@@ -193,13 +195,18 @@ def apply_changes(
         principal,
         kind.name,
         changes.Lock(companies=lock),
-        lambda _now: _set_values(session, kind, rows, values, action),
+        lambda _now: _set_values(session, kind, rows, values, action, detail),
     )
     return len(change.audit)
 
 
 def _set_values(
-    session: Session, kind: Kind, rows: Sequence[Any], values: dict[str, str], action: str
+    session: Session,
+    kind: Kind,
+    rows: Sequence[Any],
+    values: dict[str, str],
+    action: str,
+    detail: str | None,
 ) -> changes.Change:
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
@@ -223,6 +230,7 @@ def _set_values(
                 before=before,
                 after=kind.as_dict(row),
                 other_company=before["company"] if "company" in diff else None,
+                detail=detail,
             )
         )
     try:
@@ -277,20 +285,32 @@ def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
     scope = parse_part(kind.scoped_write_part, scope, "scope")
     principal.require_admin_of([scope["company"]])
     with write_transaction() as session:
-        rows = _locked_rows(session, kind, scope)
-        if not rows:
-            return 0
+        return delete_locked(session, principal, kind, _locked_rows(session, kind, scope))
+
+
+def delete_locked(
+    session: Session,
+    principal: Principal,
+    kind: Kind,
+    rows: Sequence[Any],
+    detail: str | None = None,
+) -> int:
+    """Delete `rows`, already locked in the caller's write transaction, through the change
+    path (history ends, one audit entry each, with `detail` if given); return how many."""
+    if rows:
         changes.write(
             session,
             principal,
             kind.name,
             changes.Lock(companies=[r.company for r in rows]),
-            lambda _now: _deleted(session, kind, rows),
+            lambda _now: _deleted(session, kind, rows, detail),
         )
-        return len(rows)
+    return len(rows)
 
 
-def _deleted(session: Session, kind: Kind, rows: Sequence[Any]) -> changes.Change:
+def _deleted(
+    session: Session, kind: Kind, rows: Sequence[Any], detail: str | None = None
+) -> changes.Change:
     for chunk in history.chunks([r.id for r in rows]):
         session.execute(
             delete(kind.model)
@@ -301,7 +321,11 @@ def _deleted(session: Session, kind: Kind, rows: Sequence[Any]) -> changes.Chang
         ends=[kind.member(r) for r in rows],
         audit=[
             changes.AuditData(
-                f"{kind.name}.delete", kind.target(r), company=r.company, before=kind.as_dict(r)
+                f"{kind.name}.delete",
+                kind.target(r),
+                company=r.company,
+                before=kind.as_dict(r),
+                detail=detail,
             )
             for r in rows
         ],

@@ -40,6 +40,7 @@ def register(app: Flask) -> None:
         admin,
         audit,
         auth,
+        bulk,
         companies,
         ddi_page,
         imports,
@@ -52,7 +53,19 @@ def register(app: Flask) -> None:
 
     # pickers before companies: /companies/suggest is a static route, /companies/<id> is not
     # (Werkzeug prefers the static one whatever the order; the order only reads better).
-    modules = (auth, records, ddi_page, imports, reports, admin, pickers, companies, account, audit)
+    modules = (
+        auth,
+        records,
+        bulk,
+        ddi_page,
+        imports,
+        reports,
+        admin,
+        pickers,
+        companies,
+        account,
+        audit,
+    )
     for module in modules:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.

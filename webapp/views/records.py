@@ -209,6 +209,10 @@ def _list(screen: Screen):
         "error": error,
         "per_page": PER_PAGE,
         "may_create": records.may_create_delete(p, screen.kind),
+        # Bulk actions: a move needs two companies to move between; a delete is the
+        # System-Admin's (services/bulk.py).
+        "may_bulk": p.system_admin or len(p.admin_of) > 1,
+        "may_bulk_delete": p.system_admin,
         "company_picked": picked,
         "search_label": SEARCH_LABEL,
         # Where the forms come back to, as the query string of their links ('' for the plain

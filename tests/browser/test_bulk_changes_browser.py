@@ -1,6 +1,7 @@
-"""The DDI import page in a real browser: upload, preview, confirm; a change made by someone
-else between the preview and the confirmation; a file over the size limit refused before it
-is sent (static/upload.js) and, without JavaScript, by the server."""
+"""Bulk changes in a real browser. The DDI import page: upload, preview, confirm; a change made
+by someone else between the preview and the confirmation; a file over the size limit refused
+before it is sent (static/upload.js) and, without JavaScript, by the server. The lists' bulk
+form: ticked rows moved, then all rows matching a filter deleted."""
 
 from __future__ import annotations
 
@@ -112,3 +113,27 @@ def test_a_file_over_the_limit_is_refused_before_and_without_javascript(
     expect(plain.locator("#file-error")).to_contain_text("larger than")
     context.close()
     assert "9:1" not in stored()
+
+
+def test_bulk_move_of_ticked_rows_then_all_matching(ready, page: Page, live_server, sign_in):
+    """The list's bulk form: tick two rows, move them; then all matching a filter, delete."""
+    sign_in("boss")
+    page.goto(f"{live_server}/ddis")
+    page.get_by_label("Tick 44:2070000001").check()
+    page.get_by_label("Tick 44:2070000002").check()
+    page.get_by_label("Company to move them to").fill("globex")
+    page.get_by_role("button", name="Continue…").click()
+    expect(page.get_by_role("heading", name="Move 2 DDIs to globex?")).to_be_visible()
+    assert stored()["44:2070000001"] == ("101", "acme")  # nothing yet
+    page.get_by_role("button", name="Move 2 DDIs").click()
+    expect(page.get_by_role("status")).to_contain_text("Moved 2 DDIs to globex.")
+    assert stored()["44:2070000002"] == ("102", "globex")
+
+    page.goto(f"{live_server}/ddis?company=globex")
+    page.get_by_label("all 2 matching the filters").check()
+    page.get_by_label("Action").select_option("delete")
+    page.get_by_role("button", name="Continue…").click()
+    expect(page.get_by_role("heading", name="Delete 2 DDIs?")).to_be_visible()
+    page.get_by_role("button", name="Delete 2 DDIs").click()
+    expect(page.get_by_role("status")).to_contain_text("Deleted 2 DDIs.")
+    assert stored() == {}

@@ -1,0 +1,263 @@
+"""Bulk actions on /ddis and /users (docs/pages.md#bulk-actions): move or delete the rows
+ticked, or all matching the filters, after a confirmation that states the count; all or
+nothing, audited like single changes, and scoped by the account's grants."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlalchemy import func, select
+from werkzeug.datastructures import MultiDict
+
+from webapp.access import Principal
+from webapp.extensions import db
+from webapp.models import AuditEntry, Ddi, PhoneUser
+from webapp.services import bulk, ddis
+from webapp.services.errors import Conflict, Forbidden, Invalid
+
+from .factories import ACME, GLOBEX, INITECH, snapshot
+from .invariants import assert_history_consistent
+
+ROOT = Principal.cli("root-cli")
+DDI_KIND = ddis.KIND
+
+
+def companies_of() -> dict[str, str]:
+    db.session.rollback()
+    return {
+        f"{d}:{n}": c
+        for d, n, c in db.session.execute(select(Ddi.dialcode, Ddi.number, Ddi.company))
+    }
+
+
+@pytest.fixture
+def world(world, factory):
+    for i in range(6):
+        factory.ddi("44", f"207000000{i}", ACME, f"10{i}")
+    for i in range(3):
+        factory.ddi("33", f"10000000{i}", GLOBEX, f"20{i}")
+    factory.user("ana", ACME)
+    factory.user("bob", ACME)
+    factory.user("ana", GLOBEX)
+    return world
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+# --- the service ----------------------------------------------------------------------------
+
+
+def test_move_all_matching_the_filters(world):
+    target = bulk.Target(filters={"company": ACME, "number": "2070000"})
+    plan = bulk.preview(ROOT, DDI_KIND, target, "move", INITECH)
+    assert plan.count == 6 and plan.by_company == [(ACME, 6)]
+    assert plan.sample[0]["number"] == "2070000000"
+    assert bulk.apply(ROOT, DDI_KIND, target, "move", 6, INITECH) == 6
+    assert sum(c == INITECH for c in companies_of().values()) == 6
+    assert_history_consistent()
+    details = set(
+        db.session.scalars(select(AuditEntry.detail).where(AuditEntry.action == "ddi.update"))
+    )
+    assert len(details) == 1 and next(iter(details)).startswith("bulk ")
+
+
+def test_move_the_ticked_rows_and_leave_those_already_there(world):
+    target = bulk.Target(keys=("44:2070000001", "33:100000000", "44:2070000002"))
+    plan = bulk.preview(ROOT, DDI_KIND, target, "move", GLOBEX)
+    assert plan.count == 2  # 33:100000000 is in globex already
+    bulk.apply(ROOT, DDI_KIND, target, "move", 2, GLOBEX)
+    moved = companies_of()
+    assert moved["44:2070000001"] == moved["44:2070000002"] == GLOBEX
+    assert moved["44:2070000000"] == ACME
+
+
+def test_the_number_search_selects_too(world):
+    target = bulk.Target(filters={"q": "+33"})
+    assert bulk.preview(ROOT, DDI_KIND, target, "delete").count == 3
+    assert bulk.apply(ROOT, DDI_KIND, target, "delete", 3) == 3
+    assert not any(k.startswith("33:") for k in companies_of())
+    assert_history_consistent()
+
+
+def test_a_changed_selection_is_refused_with_the_new_count(world, factory):
+    target = bulk.Target(filters={"company": ACME})
+    plan = bulk.preview(ROOT, DDI_KIND, target, "delete")
+    factory.ddi("44", "2070000099", ACME)
+    before = snapshot()
+    with pytest.raises(bulk.Changed) as changed:
+        bulk.apply(ROOT, DDI_KIND, target, "delete", plan.count)
+    assert changed.value.preview.count == plan.count + 1
+    assert snapshot() == before
+
+
+def test_a_company_admin_moves_only_between_its_own_companies(world):
+    two = Principal(username="two", via="ui", admin_of=frozenset({ACME, GLOBEX}))
+    everything = bulk.Target(filters={})
+    plan = bulk.preview(two, DDI_KIND, everything, "move", GLOBEX)
+    assert plan.count == 6  # acme's; globex's stay; nothing of initech's is seen
+    with pytest.raises(Forbidden):
+        bulk.preview(two, DDI_KIND, everything, "move", INITECH)
+    with pytest.raises(Forbidden):
+        bulk.preview(two, DDI_KIND, everything, "delete")
+    bulk.apply(two, DDI_KIND, everything, "move", 6, GLOBEX)
+    assert set(companies_of().values()) == {GLOBEX}
+
+
+def test_ticked_rows_of_another_company_are_not_seen(world):
+    one = Principal(username="one", via="ui", admin_of=frozenset({ACME, INITECH}))
+    target = bulk.Target(keys=("33:100000000", "44:2070000000"))
+    assert bulk.preview(one, DDI_KIND, target, "move", INITECH).count == 1
+
+
+def test_moving_phone_users_onto_a_taken_username_changes_nothing(world):
+    before = snapshot()
+    target = bulk.Target(filters={"company": ACME})
+    plan = bulk.preview(ROOT, bulk_kind_users(), target, "move", GLOBEX)
+    with pytest.raises(Conflict):
+        bulk.apply(ROOT, bulk_kind_users(), target, "move", plan.count, GLOBEX)
+    assert snapshot() == before
+
+
+def bulk_kind_users():
+    from webapp.services import phone_users
+
+    return phone_users.KIND
+
+
+@pytest.mark.parametrize(
+    ("target", "action", "company", "field"),
+    [
+        (bulk.Target(keys=()), "move", GLOBEX, "key"),
+        (bulk.Target(filters={}), "paint", None, "action"),
+        (bulk.Target(filters={}), "move", None, "company"),
+        (bulk.Target(filters={}), "move", "nope", "company"),
+    ],
+)
+def test_bad_requests_are_refused(world, target, action, company, field):
+    with pytest.raises(Invalid) as refused:
+        bulk.preview(ROOT, DDI_KIND, target, action, company)
+    assert field in refused.value.fields
+
+
+def test_too_many_records_at_once(world, monkeypatch):
+    monkeypatch.setattr(bulk, "MAX_RECORDS", 5)
+    with pytest.raises(Invalid, match="at most 5 records"):
+        bulk.preview(ROOT, DDI_KIND, bulk.Target(filters={}), "delete")
+
+
+# --- the pages -------------------------------------------------------------------------------
+
+
+def hidden_fields(page) -> MultiDict:
+    """The confirmation form's hidden fields, repeated names (ticked keys) included."""
+    return MultiDict([(i["name"], i.get("value")) for i in page.select("form input[type=hidden]")])
+
+
+def post(client, path, **data):
+    return client.post(path, data={"csrf_token": client.csrf, **data})
+
+
+def test_the_list_offers_the_bulk_form_to_those_who_may(world):
+    page = soup(world.browser("root").get("/ddis"))
+    assert page.select_one("form#bulk") is not None
+    assert len(page.select("input[type=checkbox][form=bulk]")) == 9
+    assert page.select_one("#bulk-action option[value=delete]") is not None
+    assert soup(world.browser("cadmin").get("/ddis")).select_one("form#bulk") is None  # one company
+
+
+def test_page_confirm_then_apply_a_move_of_all_matching(world):
+    client = world.browser("root")
+    shown = post(
+        client, "/ddis/bulk", scope="all", f_company=ACME, action="move", to_company=INITECH
+    )
+    assert shown.status_code == 200
+    page = soup(shown)
+    assert page.h1.get_text(" ", strip=True) == "Move 6 DDIs to initech?"
+    assert companies_of()["44:2070000000"] == ACME  # nothing yet
+    form = {i["name"]: i.get("value") for i in page.select("form input[type=hidden]")}
+    done = client.post("/ddis/bulk/apply", data=form)
+    assert done.status_code == 303 and "company=acme" in done.headers["Location"]
+    assert sum(c == INITECH for c in companies_of().values()) == 6
+    listing = client.get(done.headers["Location"]).get_data(as_text=True)
+    assert "Moved 6 DDIs to initech." in listing
+
+
+def test_page_delete_of_ticked_rows_states_the_count(world):
+    client = world.browser("root")
+    data = {
+        "csrf_token": client.csrf,
+        "scope": "selected",
+        "action": "delete",
+        "key": ["44:2070000000", "44:2070000001"],
+    }
+    page = soup(client.post("/ddis/bulk", data=data))
+    assert page.h1.get_text(" ", strip=True) == "Delete 2 DDIs?"
+    form = page.select_one("form[action='/ddis/bulk/apply']")
+    done = client.post("/ddis/bulk/apply", data=hidden_fields(form))
+    assert done.status_code == 303 and "44:2070000000" not in companies_of()
+
+
+def test_page_apply_after_the_selection_changed_shows_the_new_count(world, factory):
+    client = world.browser("root")
+    page = soup(post(client, "/ddis/bulk", scope="all", f_company=GLOBEX, action="delete"))
+    factory.ddi("33", "100000009", GLOBEX)
+    again = client.post("/ddis/bulk/apply", data=hidden_fields(page))
+    assert again.status_code == 409
+    assert "it is 4 records now" in html.unescape(again.get_data(as_text=True))
+    assert sum(c == GLOBEX for c in companies_of().values()) == 4
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"scope": "selected", "action": "move", "to_company": GLOBEX}, "Tick the DDIs"),
+        ({"scope": "all", "action": "move", "to_company": "nope"}, "unknown company"),
+        ({"scope": "all", "action": "move", "to_company": ""}, "required"),
+    ],
+)
+def test_page_bad_bulk_form_says_why(world, data, words):
+    answer = post(world.browser("root"), "/ddis/bulk", **data)
+    assert answer.status_code == 400 and words in answer.get_data(as_text=True)
+
+
+def test_page_refuses_without_csrf_and_to_company_admins_deleting(world):
+    client = world.browser("root")
+    forged = client.post(
+        "/ddis/bulk/apply",
+        data={"csrf_token": "x", "scope": "all", "action": "delete", "expected": "9"},
+    )
+    assert forged.status_code == 400 and len(companies_of()) == 9
+    world.add("two", "cadmin")
+    two = world.browser("cadmin")
+    refused = post(two, "/ddis/bulk", scope="all", action="delete")
+    assert refused.status_code == 403
+
+
+def test_users_bulk_move(world):
+    client = world.browser("root")
+    page = soup(
+        post(
+            client,
+            "/users/bulk",
+            scope="selected",
+            key="acme/bob",
+            action="move",
+            to_company=INITECH,
+        )
+    )
+    assert page.h1.get_text(" ", strip=True) == "Move 1 phone user to initech?"
+    assert client.post("/users/bulk/apply", data=hidden_fields(page)).status_code == 303
+    db.session.rollback()
+    assert (
+        db.session.scalar(select(PhoneUser.company).where(PhoneUser.username == "bob")) == INITECH
+    )
+    assert (
+        db.session.scalar(
+            select(func.count()).select_from(AuditEntry).where(AuditEntry.action == "user.update")
+        )
+        == 1
+    )
