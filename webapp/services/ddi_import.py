@@ -44,7 +44,9 @@ MAX_ROWS = 1_000_000
 # rows): a million rows of typical company identifiers is about 40 MB.
 MAX_BYTES = 64 * 1024 * 1024
 SAMPLES = 100  # changes of each kind a preview shows
-CHUNK = history.CHUNK
+# Rows read, checked and written together: each chunk costs a few statements, so larger chunks
+# mean fewer round trips; the lookups are split further where SQLite needs (history.chunks).
+CHUNK = 2000
 # What the CSV downloads put before a cell a spreadsheet would run as a formula (csv_safe);
 # the import takes such a cell back as it was, so a download imports back unchanged.
 _NEUTRALISED = ("'=", "'+", "'-", "'@")
@@ -237,15 +239,18 @@ def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str
     for row in rows:
         by_dialcode.setdefault(row.dialcode, []).append(row.number)
     found: dict[tuple[str, str], Stored] = {}
-    for dialcode, numbers in by_dialcode.items():
-        # One dialcode at a time: `dialcode = ? AND number IN (…)` is one range of the unique
-        # index on both databases.
-        query = select(Ddi.id, Ddi.number, Ddi.virt_exten, Ddi.company).where(
-            Ddi.dialcode == dialcode, one_of(session, Ddi.number, numbers)
-        )
-        for id_, number, exten, company in session.execute(query):
-            found[(dialcode, number)] = Stored(id_, exten, company)
-    if lock and session.get_bind().dialect.name == "postgresql":
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    for dialcode, all_numbers in by_dialcode.items():
+        # PostgreSQL takes the whole list as one array; SQLite a few hundred parameters.
+        for numbers in [all_numbers] if postgresql else history.chunks(all_numbers):
+            # One dialcode at a time: `dialcode = ? AND number IN (…)` is one range of the
+            # unique index on both databases.
+            query = select(Ddi.id, Ddi.number, Ddi.virt_exten, Ddi.company).where(
+                Ddi.dialcode == dialcode, one_of(session, Ddi.number, list(numbers))
+            )
+            for id_, number, exten, company in session.execute(query):
+                found[(dialcode, number)] = Stored(id_, exten, company)
+    if lock and postgresql:
         changing = sorted(
             s.id
             for r in rows
@@ -266,16 +271,20 @@ class _Reader:
     """One read of the file: checks every row and classifies it against the stored state,
     chunk by chunk, keeping only what Plan keeps."""
 
-    def __init__(self, session: Session, principal: Principal, plan: Plan, lock: bool):
+    def __init__(self, session: Session, principal: Principal, plan: Plan, lock: bool, again=False):
         self.session, self.principal, self.plan, self.lock = session, principal, plan, lock
+        # The second read of a file the first found good: its keys and companies were
+        # checked (and a file changed in between shows in the fingerprint).
+        self.again = again
         self.seen: set[int] = set()
         self.known: set[str] = set()
         self.digest = hashlib.sha256()
 
     def chunks(self, source: Source) -> Iterator[tuple[list[Row], dict[tuple[str, str], Stored]]]:
         for chunk in _chunks(_rows(source)):
-            self._check_keys(source, chunk)
-            self._check_companies(chunk)
+            if not self.again:
+                self._check_keys(source, chunk)
+                self._check_companies(chunk)
             stored = _stored(self.session, chunk, self.lock)
             for row in chunk:
                 self._count(row, stored.get((row.dialcode, row.number)))
@@ -373,7 +382,7 @@ def apply(principal: Principal, source: Source, expected: str | None = None) -> 
             raise Stale(first)
         if first.changes:
             again = Plan(import_id=first.import_id)
-            reader = _Reader(session, principal, again, lock=False)
+            reader = _Reader(session, principal, again, lock=False, again=True)
             changes.write_chunks(
                 session,
                 principal,
