@@ -127,6 +127,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
     c = urllib.parse.quote(s.company)
     dialcode, number = (urllib.parse.quote(k) for k in s.ddi)
     edit = f"/ddis/{dialcode}/{number}/edit"
+    ddi_page = f"/ddis/{dialcode}/{number}"  # its intervals and audit entries
     # The audit log (bench.audit_log: an entry per change of the history, about 3 million),
     # and its record filter with a number written as people write it.
     typed = urllib.parse.quote_plus(f"+{s.ddi[0]} {s.ddi[1]}")
@@ -143,6 +144,8 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/ddis/new",
         "/users/new",
         edit,
+        ddi_page,
+        "/ddis/import",
         "/reports/ddis",
         "/reports/users",
         f"/reports/ddis?company={c}",
@@ -159,7 +162,15 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/account/tokens",
         "/companies/suggest?for=records&q=c0",
     ]
-    company_admin = [*records, "/users/new", edit, f"/companies/{c}", *audit, "/account/tokens"]
+    company_admin = [
+        *records,
+        "/users/new",
+        edit,
+        ddi_page,
+        f"/companies/{c}",
+        *audit,
+        "/account/tokens",
+    ]
     return [
         ("System-Admin", SYSADMIN, system_admin),
         (f"Company-Admin of {s.company}", COMPANY_ADMIN, company_admin),
