@@ -9,8 +9,8 @@ DDI count: 1,000,000 at full size, of which about 800,000 are stored now). Rows:
 - apply, in rows/s, against a plain load of the same file into a table without any check
   (csv module + one executemany per 5,000 rows): the floor of reading and writing each row;
 - the dry run, in rows/s, against apply: it must be the faster;
-- the peak memory of the import process, against the same command printing its help (the
-  app and its libraries loaded): the file is streamed, not held.
+- the peak memory of the import process (its own VmHWM), against the same command printing
+  its help (the app and its libraries loaded): the file is streamed, not held.
 
 Then the report must still be exact: the rollup's peaks for the month equal the from-scratch
 query's, every company and day (an assertion: a wrong number fails the bench).
@@ -111,26 +111,37 @@ def write_file(url: str, path: Path, total: int, seed: int = 13) -> int:
     return rows
 
 
+# Runs `flask` in the child and writes its peak resident set (VmHWM, KiB) to PEAK_FILE at exit.
+# Read by the child itself: the rusage a parent gets from wait4 also counts the memory the child
+# had before its exec, a copy of the parent's (the bench process, which grows as it runs).
+_PEAK_WRAPPER = """
+import atexit, os, sys
+def _peak():
+    with open("/proc/self/status") as status, open(os.environ["PEAK_FILE"], "w") as out:
+        out.write(next(l.split()[1] for l in status if l.startswith("VmHWM:")))
+atexit.register(_peak)
+from flask.cli import main
+sys.argv = ["flask", *sys.argv[1:]]
+main()
+"""
+
+
 def _measured(url: str, *args: str) -> tuple[float, float, str]:
-    """`flask --app app ARGS` against `url`: (seconds, peak resident MB, stdout). The child is
-    reaped with wait4, which reports that one process's peak resident set."""
-    env = {**os.environ, "DATABASE_URL": url}
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    """`flask --app app ARGS` against `url`: (seconds, peak resident MB, stdout)."""
+    with tempfile.TemporaryDirectory() as folder:
+        peak = Path(folder) / "peak"
+        env = {**os.environ, "DATABASE_URL": url, "PEAK_FILE": str(peak)}
         started = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "app", *args],
+        run = subprocess.run(
+            [sys.executable, "-c", _PEAK_WRAPPER, "--app", "app", *args],
             cwd=ROOT,
             env=env,
-            stdout=out,
-            stderr=err,
+            capture_output=True,
+            text=True,
         )
-        _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        assert proc.returncode == 0, f"flask {' '.join(args)} failed: {err.read()[-2000:]}"
-        return seconds, usage.ru_maxrss / 1024, out.read()
+        assert run.returncode == 0, f"flask {' '.join(args)} failed: {run.stderr[-2000:]}"
+        return seconds, int(peak.read_text()) / 1024, run.stdout
 
 
 def _plain_load(url: str, path: Path) -> float:

@@ -490,3 +490,17 @@ def test_cli_dry_run_apply_and_a_bad_file(world, flask, tmp_path):
     assert snapshot() == before
     missing = flask("ddis", "import", str(tmp_path / "nope.csv"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_page_refuses_a_real_100_mb_upload_with_a_message(world):
+    """The size check as it happens, with a file over the real limit: a message on the form
+    (no 500, no reset connection), nothing kept, nothing imported."""
+    client = world.browser("root")
+    row = b"44,2070000001,101,acme\n"
+    data = HEADER.encode() + b"\n" + row * (100 * 1024 * 1024 // len(row))
+    assert len(data) > 100 * 1000 * 1000
+    answer = upload(client, data, "huge.csv")
+    assert answer.status_code == 413
+    assert "larger than 64 MiB" in answer.get_data(as_text=True)
+    assert db.session.scalar(select(ImportPreview.id)) is None

@@ -26,6 +26,10 @@ FIELD_DESCRIPTIONS = {
 ERRORS = ERROR_CODES
 
 
+# The import answer's counts (docs/import.md).
+IMPORT_COUNTS = ("created", "updated", "moved", "unchanged")
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -249,6 +253,47 @@ def document() -> dict[str, Any]:
                 ],
             },
         }
+    counts = {f: {"type": "integer", "minimum": 0} for f in IMPORT_COUNTS}
+    paths["/rest/ops/import/"] = {
+        "post": {
+            "operationId": "importDdis",
+            "summary": "Bring DDIs to the states a CSV lists (docs/import.md)",
+            "parameters": [
+                {
+                    "name": "dry_run",
+                    "in": "query",
+                    "description": "1: count only, write nothing.",
+                    "schema": {"type": "string", "enum": ["0", "1", "true", "false"]},
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "text/csv": {
+                        "schema": {
+                            "type": "string",
+                            "description": "Header dialcode,number,virt_exten,company; a row "
+                            "per DDI as it should be; up to 1,000,000 rows and 64 MiB.",
+                        }
+                    }
+                },
+            },
+            "responses": {
+                **_ok(
+                    {
+                        "type": "object",
+                        "required": ["result", *IMPORT_COUNTS, "dry_run"],
+                        "properties": {
+                            "result": {"const": "success"},
+                            **counts,
+                            "dry_run": {"type": "boolean"},
+                        },
+                    }
+                ),
+                **_errors(400, 401, 403, 409, 413, 415, 429),
+            },
+        }
+    }
     paths["/rest/version"] = {
         "get": {
             "operationId": "version",
