@@ -165,7 +165,7 @@ def test_the_list_offers_the_bulk_form_to_those_who_may(world):
     page = soup(world.browser("root").get("/ddis"))
     assert page.select_one("form#bulk") is not None
     assert len(page.select("input[type=checkbox][form=bulk]")) == 9
-    assert page.select_one("#bulk-action option[value=delete]") is not None
+    assert page.select_one("#bulk input[name=action][value=delete]") is not None
     assert soup(world.browser("cadmin").get("/ddis")).select_one("form#bulk") is None  # one company
 
 

@@ -115,7 +115,7 @@ def post_new(client, **fields: str):
 def test_the_form_creates_a_block(world):
     client = world.browser("root")
     form = client.get("/ddis/new").get_data(as_text=True)
-    assert "How many numbers" in form and "One more for each number" in form
+    assert "How many" in form and "count up by one from the first" in form
     done = post_new(client, count="250", extensions="same")
     assert done.status_code == 302
     assert len(numbers()) == 250 and {e for _, e, _ in numbers()} == {"100"}

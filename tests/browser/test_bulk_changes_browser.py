@@ -121,7 +121,7 @@ def test_bulk_move_of_ticked_rows_then_all_matching(ready, page: Page, live_serv
     page.goto(f"{live_server}/ddis")
     page.get_by_label("Tick 44:2070000001").check()
     page.get_by_label("Tick 44:2070000002").check()
-    page.get_by_label("Company to move them to").fill("globex")
+    page.get_by_label("Move them to").fill("globex")
     page.get_by_role("button", name="Continue…").click()
     expect(page.get_by_role("heading", name="Move 2 DDIs to globex?")).to_be_visible()
     assert stored()["44:2070000001"] == ("101", "acme")  # nothing yet
@@ -131,7 +131,7 @@ def test_bulk_move_of_ticked_rows_then_all_matching(ready, page: Page, live_serv
 
     page.goto(f"{live_server}/ddis?company=globex")
     page.get_by_label("all 2 matching the filters").check()
-    page.get_by_label("Action").select_option("delete")
+    page.get_by_label("delete them").check()
     page.get_by_role("button", name="Continue…").click()
     expect(page.get_by_role("heading", name="Delete 2 DDIs?")).to_be_visible()
     page.get_by_role("button", name="Delete 2 DDIs").click()

@@ -31,8 +31,11 @@ class UploadForm(FlaskForm):
 
 
 def _drain() -> None:
-    stream, left = request.stream, DRAIN_AT_MOST
-    while left > 0 and (chunk := stream.read(min(1 << 20, left))):
+    """Read the refused body to its end (up to DRAIN_AT_MOST): straight from the server's
+    input, whose length the request's own (refusing) limit would not let it read."""
+    raw = request.environ["wsgi.input"]
+    left = min(request.content_length or DRAIN_AT_MOST, DRAIN_AT_MOST)
+    while left > 0 and (chunk := raw.read(min(1 << 20, left))):
         left -= len(chunk)
 
 

@@ -88,12 +88,13 @@ class RecordForm(FlaskForm):
     virt_exten = StringField("Extension")
     company = StringField("Company")  # a company picker: no company until one is typed
     # A DDI create only: a block of consecutive numbers (ddis.create_block).
-    count = StringField("How many numbers", default="1")
+    count = StringField("How many", default="1")
+    # Its labels name neither "number" nor "extension": those are the fields above.
     extensions = RadioField(
-        "Extensions",
+        "The rest of the block",
         choices=[
-            SelectChoice("increment", "One more for each number"),
-            SelectChoice("same", "The same for every number"),
+            SelectChoice("increment", "count up by one from the first"),
+            SelectChoice("same", "all the same as the first"),
         ],
         default="increment",
     )
@@ -472,11 +473,11 @@ def _create(screen: Screen):
 
 
 def _block_count(form: RecordForm) -> int:
-    """The create form's 'How many numbers' (empty: one); Invalid unless a whole number."""
+    """The create form's 'How many' (empty: one); Invalid unless a whole number."""
     text = (form.count.data or "").strip() or "1"
     if not BLOCK_COUNT.fullmatch(text):
         why = f"must be a whole number from 1 to {ddis.MAX_BLOCK:,}"
-        raise Invalid(f"How many numbers {why}.", {"count": why})
+        raise Invalid(f"How many: {why}.", {"count": why})
     return int(text)
 
 
