@@ -60,6 +60,15 @@ def _copy(url: str) -> str:
     server = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        # A template must have no other session: end this process's own idle ones (the earlier
+        # scenarios' pools; the app's checkout guard replaces a connection ended so).
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = :name AND pid <> pg_backend_pid()"
+            ),
+            {"name": parsed.database},
+        )
         conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{parsed.database}"'))
     server.dispose()
     return parsed.set(database=name).render_as_string(hide_password=False)
