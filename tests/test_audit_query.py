@@ -147,3 +147,39 @@ def test_targets_name_a_record_every_way_people_write_it():
     # Every split after a possible dialcode (1 to 7 digits), never an empty number.
     splits = [t for t in audit_query.targets("12345678") if ":" in t]
     assert splits == [f"ddi {'12345678'[:k]}:{'12345678'[k:]}" for k in range(1, 8)]
+
+
+def test_moves_away_are_read_on_their_index_even_with_statistics(app):
+    """SQLite: other_company is NULL in nearly every entry and ANALYZE counts the NULLs, so
+    the planner judged its index useless and scanned the whole log for a company's moves
+    (0.3 s at 3 million entries). The branch tells it the equality is rare."""
+    from sqlalchemy import func, select, text
+
+    from webapp.extensions import db
+
+    if db.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's planner and statistics")
+    now = datetime(2026, 11, 1)
+    rows = [
+        {
+            "at": now,
+            "actor": "a",
+            "via": "cli",
+            "action": "ddi.update",
+            "target": f"ddi 1:{i}",
+            "company": "acme",
+            "other_company": "globex" if i % 500 == 0 else None,
+        }
+        for i in range(3000)
+    ]
+    with write_transaction() as session:
+        session.execute(AuditEntry.__table__.insert(), rows)
+        session.execute(text("ANALYZE"))
+    part = audit_query.branches(None, (), "globex", None)[1]
+    query = select(func.count()).select_from(
+        select(AuditEntry.id).where(audit_query._planned(part)).subquery()
+    )
+    compiled = query.compile(db.engine, compile_kwargs={"literal_binds": True})
+    plan = db.session.execute(text("EXPLAIN QUERY PLAN " + str(compiled))).all()
+    assert any("ix_audit_log_other_company" in str(r) for r in plan), plan
+    assert db.session.execute(query).scalar() == 6
