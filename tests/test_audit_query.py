@@ -160,6 +160,8 @@ def test_moves_away_are_read_on_their_index_even_with_statistics(app):
     if db.engine.dialect.name != "sqlite":
         pytest.skip("SQLite's planner and statistics")
     now = datetime(2026, 11, 1)
+    # As at a provider's size: no entry of this log moved away (the statistics then say the
+    # index holds every entry under one value).
     rows = [
         {
             "at": now,
@@ -168,7 +170,7 @@ def test_moves_away_are_read_on_their_index_even_with_statistics(app):
             "action": "ddi.update",
             "target": f"ddi 1:{i}",
             "company": "acme",
-            "other_company": "globex" if i % 500 == 0 else None,
+            "other_company": None,
         }
         for i in range(3000)
     ]
@@ -182,4 +184,4 @@ def test_moves_away_are_read_on_their_index_even_with_statistics(app):
     compiled = query.compile(db.engine, compile_kwargs={"literal_binds": True})
     plan = db.session.execute(text("EXPLAIN QUERY PLAN " + str(compiled))).all()
     assert any("ix_audit_log_other_company" in str(r) for r in plan), plan
-    assert db.session.execute(query).scalar() == 6
+    assert db.session.execute(query).scalar() == 0
