@@ -6,8 +6,9 @@ commands; Debian's /usr/bin/chromium through the playwright package, as the brow
 It serves the app as the page scenario does (gunicorn, bench/http.py), signs in through /login
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
-the largest company's page, the company picker's suggestions on the DDI list, and the audit
-log filtered by a number as people write it.
+the largest company's page, the company picker's suggestions on the DDI list, the audit
+log filtered by a number as people write it, a DDI's page, and the preview of an import (a
+customer's numbers moved, a block ported in, extensions changed; previewed, never applied).
 """
 
 from __future__ import annotations
@@ -22,6 +23,27 @@ from .http import PASSWORD, SYSADMIN, app_env, gunicorn_server, running
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
+
+
+def _sample(database_url: str) -> bytes:
+    """An import file as a provider's day brings: 300 of one customer's DDIs moved to another,
+    a block of 200 new numbers ported in for a third, 100 extensions changed."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT dialcode, number, virt_exten, company FROM ddis WHERE company = 'c00003' "
+                "ORDER BY dialcode, number LIMIT 400"
+            )
+        ).all()
+    engine.dispose()
+    lines = ["dialcode,number,virt_exten,company"]
+    lines += [f"{d},{n},{e},c00004" for d, n, e, _ in rows[:300]]
+    lines += [f"{d},{n},{int(e) + 1},{c}" for d, n, e, c in rows[300:]]
+    lines += [f"44,20{7_200_000 + i:08d},{300 + i},c00005" for i in range(200)]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +85,20 @@ def main(argv: list[str] | None = None) -> int:
             )
             page.wait_for_timeout(800)  # the last keystroke's answer
             page.screenshot(path=args.out / "audit-by-number.png")
+
+            page.goto(f"{app.base}/ddis/44/1000000001")
+            page.screenshot(path=args.out / "ddi-page.png", full_page=True)
+
+            page.goto(f"{app.base}/ddis/import")
+            upload = {
+                "name": "port-in.csv",
+                "mimeType": "text/csv",
+                "buffer": _sample(database_url),
+            }
+            page.get_by_label("CSV file").set_input_files(files=[upload])
+            page.get_by_role("button", name="Preview the import").click()
+            page.wait_for_load_state("load")
+            page.screenshot(path=args.out / "import-preview.png")
             browser.close()
     for name in sorted(os.listdir(args.out)):
         print(args.out / name)
