@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -177,3 +179,29 @@ def live_server(app) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def flask(app, tmp_path):
+    """Run `flask --app app ARGS…` as a subprocess against the test database; returns the
+    CompletedProcess (the command line's contract: exit status, one line on stderr)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
+        "INSTANCE_PATH": str(tmp_path / "instance"),
+        "SECRET_KEY": "cli-test",
+    }
+    root = Path(__file__).resolve().parent.parent
+
+    def run_flask(*args: str) -> subprocess.CompletedProcess:
+        db.session.rollback()  # let the subprocess see and write a fresh state
+        return subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "app", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run_flask

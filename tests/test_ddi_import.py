@@ -8,11 +8,7 @@ and the outcome compared with a plain dictionary computation of what the file as
 from __future__ import annotations
 
 import html
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -26,7 +22,6 @@ from webapp.services.errors import Forbidden, Invalid
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
 
-ROOT = Path(__file__).resolve().parent.parent
 HEADER = "dialcode,number,virt_exten,company"
 ROOT_P = Principal.cli("importer")
 
@@ -443,29 +438,6 @@ def test_page_is_for_system_admins_only_and_previews_are_their_own(world, factor
 
 
 # --- the command line ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def flask(app, tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "INSTANCE_PATH": str(tmp_path / "instance"),
-        "SECRET_KEY": "cli-test",
-    }
-
-    def run_flask(*args: str) -> subprocess.CompletedProcess:
-        db.session.rollback()
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "app", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    return run_flask
 
 
 @pytest.mark.slow

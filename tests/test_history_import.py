@@ -7,13 +7,10 @@ Every rejected file is checked with `snapshot()`: nothing at all changed.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import time
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -28,7 +25,6 @@ from webapp.services.history_import import import_csv
 
 from .factories import Factory, snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
 HEADER = "kind,company,key,start,end"
 DDI_ROW = "ddi,acme,44:2071234567,2025-10-01T00:00:00Z,2025-10-11T00:00:00Z"
 USER_ROW = "user,acme,ana,2025-10-05T10:00:00+00:00,2025-10-05T11:00:00+00:00"
@@ -84,30 +80,6 @@ def companies(factory: Factory) -> Factory:
     factory.company("acme")
     factory.company("globex")
     return factory
-
-
-@pytest.fixture
-def flask(app, tmp_path):
-    """Run `flask --app app ARGS…` against the test database; returns the CompletedProcess."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "INSTANCE_PATH": str(tmp_path / "instance"),
-        "SECRET_KEY": "cli-test",
-    }
-
-    def run_flask(*args: str) -> subprocess.CompletedProcess:
-        db.session.rollback()  # let the subprocess see and write a fresh state
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "app", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    return run_flask
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:

@@ -64,6 +64,17 @@ class Changed(Conflict):
         self.preview = preview
 
 
+def may_move(principal: Principal) -> bool:
+    """Whether the principal may move records in bulk at all: a System-Admin, or a
+    Company-Admin with two companies to move between (the lists show the form only then)."""
+    return principal.system_admin or len(principal.admin_of) > 1
+
+
+def may_delete(principal: Principal) -> bool:
+    """Whether the principal may delete records in bulk: the System-Admin only."""
+    return principal.system_admin
+
+
 def _check(principal: Principal, kind: records.Kind, action: str, company: str | None) -> None:
     if action not in ACTIONS:
         raise Invalid("Choose an action: move or delete.", {"action": "must be move or delete"})

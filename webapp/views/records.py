@@ -36,7 +36,7 @@ from wtforms import RadioField, StringField
 from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
-from ..services import ddis, landing, listing, phone_users, record_query, records
+from ..services import bulk, ddis, landing, listing, phone_users, record_query, records
 from ..services.errors import Invalid, ServiceError
 from ..services.fields import Part, parse_part
 from . import pickers
@@ -210,10 +210,8 @@ def _list(screen: Screen):
         "error": error,
         "per_page": PER_PAGE,
         "may_create": records.may_create_delete(p, screen.kind),
-        # Bulk actions: a move needs two companies to move between; a delete is the
-        # System-Admin's (services/bulk.py).
-        "may_bulk": p.system_admin or len(p.admin_of) > 1,
-        "may_bulk_delete": p.system_admin,
+        "may_bulk": bulk.may_move(p),
+        "may_bulk_delete": bulk.may_delete(p),
         "company_picked": picked,
         "search_label": SEARCH_LABEL,
         # Where the forms come back to, as the query string of their links ('' for the plain
