@@ -30,4 +30,4 @@ def daily_peaks(
 ) -> dict[tuple[str, int], int]:
     """The non-zero days as the report computes them (rollup, or the history while it is not
     built in REPORT_TIMEZONE); `companies` None means every company."""
-    return nonzero_days(reports._peak_lists(kind, period, companies))
+    return nonzero_days(reports.computed_lists(kind, period, companies))

@@ -101,8 +101,10 @@ def values_of(response) -> dict[str, Any]:
     assert_no_leak(response)
     assert response.status_code == 200, response.get_data(as_text=True)[:500]
     body = response.get_json()
-    assert set(body) == {"result", "values"}, body
+    assert set(body) == {"result", "period", "values"}, body
     assert body["result"] == "success"
+    # No month here is closed: `period` names the month answered and says so.
+    assert set(body["period"]) == {"year", "month", "closed"} and body["period"]["closed"] is False
     assert isinstance(body["values"], dict)
     return body["values"]
 

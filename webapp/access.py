@@ -140,6 +140,17 @@ class Principal:
         if not self.may_report:
             raise Forbidden("This account has no billing report permission.")
 
+    @property
+    def may_close_months(self) -> bool:
+        """Closing a month freezes every company's figures: a System-Admin or Billing
+        Call-Summary (the grants that read every company's reports). Reopening is System-Admin
+        only (`require_system_admin`)."""
+        return self.system_admin or self.billing_summary
+
+    def require_close_months(self) -> None:
+        if not self.may_close_months:
+            raise Forbidden("Only a System-Admin or Billing Call-Summary may close a month.")
+
     # --- the audit log -----------------------------------------------------------------------
     @property
     def may_audit(self) -> bool:

@@ -198,6 +198,12 @@ def history_import(path: Path) -> None:
     click.echo(
         f"Imported {result.written} intervals from {path.name} ({result.skipped} already recorded)."
     )
+    for month in result.closed_months:
+        click.echo(
+            f"Warning: {month} is closed; its reports keep the figures stored at its close and "
+            f"the change shows as an adjustment (flask billing status).",
+            err=True,
+        )
 
 
 @history_cli.command("rollup")
@@ -235,6 +241,58 @@ def ddis_import(path: Path, dry_run: bool) -> None:
         raise click.ClickException(f"{path}: cannot be read ({exc.strerror or exc}).") from None
 
 
+billing_cli = Group("billing", help="Month close: freeze what was invoiced.")
+
+
+@billing_cli.command("close")
+@click.argument("month", metavar="YYYY-MM")
+@friendly
+def billing_close(month: str) -> None:
+    """Close an ended month: store both reports, every company, as they are now."""
+    from .services import month_close
+
+    close = month_close.close_month(_operator(), month_close.parse_label(month))
+    click.echo(f"Closed {close.label}: version {close.version}, figures in {close.timezone}.")
+
+
+@billing_cli.command("reopen")
+@click.argument("month", metavar="YYYY-MM")
+@click.option("--reason", required=True, help="Why the month is reopened (1 to 500 characters).")
+@friendly
+def billing_reopen(month: str, reason: str) -> None:
+    """Reopen a closed month: its reports compute from the history again."""
+    from .services import month_close
+
+    close = month_close.reopen_month(_operator(), month_close.parse_label(month), reason)
+    click.echo(f"Reopened {close.label} (its close was version {close.version}).")
+
+
+@billing_cli.command("status")
+@friendly
+def billing_status() -> None:
+    """One line per closed month: version, when and by whom, companies changed since."""
+    from .services import closed_figures, month_close
+
+    found = month_close.status()
+    if not found:
+        click.echo("No month is closed.")
+    for item in found:
+        close = item.close
+        when = closed_figures.timestamp(close.closed_at)
+        click.echo(
+            f"{close.label}  version {close.version}  closed {when} by {close.closed_by}  "
+            f"{item.changed} companies changed since"
+        )
+
+
 def register_cli(app: Flask) -> None:
-    for group in (companies_cli, accounts_cli, tokens_cli, demo_cli, history_cli, ddis_cli):
+    for group in (
+        companies_cli,
+        accounts_cli,
+        tokens_cli,
+        demo_cli,
+        history_cli,
+        ddis_cli,
+        billing_cli,
+    ):
         app.cli.add_command(group)

@@ -155,16 +155,21 @@ def _lost_race(exc: DBAPIError) -> bool:
 
 
 @contextmanager
-def write_transaction() -> Iterator[Session]:
+def write_transaction(snapshot: bool = False) -> Iterator[Session]:
     """One all-or-nothing write: commits on success, rolls everything back on any exception.
 
     Any read transaction still open (loading the signed-in account, say) is ended first, so the
     write starts on a fresh snapshot and, on SQLite, holds the write lock from its first statement.
+    `snapshot`: every read of the transaction sees the database as of its first statement (on
+    PostgreSQL REPEATABLE READ; on SQLite the write lock already keeps every other writer out).
     """
     session = db.session()  # the request's Session behind the scoped proxy
     if session.in_transaction():
         session.commit()
-    session.connection(execution_options={"write_lock": True})
+    options: dict[str, Any] = {"write_lock": True}
+    if snapshot and session.get_bind().dialect.name == "postgresql":
+        options["isolation_level"] = "REPEATABLE READ"
+    session.connection(execution_options=options)
     try:
         yield session
         session.commit()

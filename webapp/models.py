@@ -366,3 +366,45 @@ class ImportPreview(Model):
     size: Mapped[int] = mapped_column(Integer)
     content: Mapped[bytes] = mapped_column(LargeBinary)
     fingerprint: Mapped[str] = mapped_column(String(64))
+
+
+class MonthClose(Model):
+    """One close of a report month (services/month_close.py): the month is closed while its
+    latest close has no `reopened_at`. Each close of a month is a new row, `version` 1, 2, …;
+    the unique (year, month, version) lets only one of several concurrent closes win.
+
+    `timezone` is the REPORT_TIMEZONE the figures were computed in; `ddi_days` and `user_days`
+    hold each day's sum over every company ("3,3,4,…"), the closed month's totals row.
+    """
+
+    __tablename__ = "month_closes"
+    __table_args__ = (UniqueConstraint("year", "month", "version", name="uq_month_closes_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    year: Mapped[int] = mapped_column(Integer)
+    month: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    timezone: Mapped[str] = mapped_column(String(64))
+    closed_at: Mapped[datetime] = mapped_column(DateTime)
+    closed_by: Mapped[str] = mapped_column(String(64))
+    reopened_at: Mapped[datetime | None] = mapped_column(DateTime)
+    reopened_by: Mapped[str | None] = mapped_column(String(64))
+    reopen_reason: Mapped[str | None] = mapped_column(String(500))
+    ddi_days: Mapped[str] = mapped_column(Text)
+    user_days: Mapped[str] = mapped_column(Text)
+
+
+class ClosedFigures(Model):
+    """A company's figures of one kind as stored by a close: each day's peak ("0,0,3,…", one
+    per day of the month) and their sum. Only companies with a non-zero day have a row: a
+    company without one answers zeros. Never changed once written."""
+
+    __tablename__ = "closed_figures"
+
+    close_id: Mapped[int] = mapped_column(
+        ForeignKey("month_closes.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    company: Mapped[str] = mapped_column(COMPANY_ID, primary_key=True)
+    total: Mapped[int] = mapped_column(BigInteger)
+    days: Mapped[str] = mapped_column(Text)

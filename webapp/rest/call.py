@@ -1,4 +1,5 @@
-"""/rest/call/readUserCount and /rest/call/readDDICount: POST JSON, or GET with query parameters."""
+"""/rest/call/readUserCount and /rest/call/readDDICount (POST JSON, or GET with query
+parameters); closeMonth, reopenMonth and readAdjustments (POST JSON; docs/month-close.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from flask import Response, jsonify, request
 
-from ..services import report_query, reports
+from ..services import closed_figures, month_close, report_query, reports
 from . import bp
 from .ops import json_body, parse_envelope, require_principal
 
@@ -20,8 +21,8 @@ def _report(kind: str) -> Response:
         body = json_body()
         parse_envelope("report", body, ("cdr",))
         scope = body.get("scope")
-    values = reports.report(principal, kind, reports.parse_scope(scope))
-    return jsonify({"result": "success", "values": values})
+    answer = reports.answer(principal, kind, reports.parse_scope(scope))
+    return jsonify({"result": "success", **answer})
 
 
 @bp.route("/call/readUserCount", methods=["GET", "POST"])
@@ -32,3 +33,33 @@ def read_user_count() -> Response:
 @bp.route("/call/readDDICount", methods=["GET", "POST"])
 def read_ddi_count() -> Response:
     return _report("ddi")
+
+
+@bp.post("/call/closeMonth")
+def close_month() -> Response:
+    principal = require_principal()
+    body = json_body()
+    parse_envelope("report", body, ("cdr",))
+    close = month_close.close_month(principal, month_close.parse_scope(body.get("scope")))
+    period = closed_figures.period_json(close.year, close.month, close)
+    return jsonify({"result": "success", "period": period})
+
+
+@bp.post("/call/reopenMonth")
+def reopen_month() -> Response:
+    principal = require_principal()
+    body = json_body()
+    parse_envelope("reopen", body, ("cdr",))
+    request_ = month_close.parse_scope(body.get("scope"))
+    close = month_close.reopen_month(principal, request_, body.get("reason"))
+    period = closed_figures.period_json(close.year, close.month, close)
+    return jsonify({"result": "success", "period": period})
+
+
+@bp.post("/call/readAdjustments")
+def read_adjustments() -> Response:
+    principal = require_principal()
+    body = json_body()
+    parse_envelope("report", body, ("cdr",))
+    answer = month_close.adjustments(principal, reports.parse_scope(body.get("scope")))
+    return jsonify({"result": "success", **answer})

@@ -112,6 +112,108 @@ def _ok(schema: dict[str, Any]) -> dict[str, Any]:
     return {"200": {"description": "success", "content": {"application/json": {"schema": schema}}}}
 
 
+def _month_close_paths(paths: dict[str, Any]) -> None:
+    """closeMonth, reopenMonth and readAdjustments (docs/month-close.md)."""
+    month = {"type": "integer", "minimum": 1, "maximum": 12}
+    year = _or_null({"type": "integer", "minimum": 1970, "maximum": 9999})
+    month_scope = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["month"],
+        "properties": {"month": month, "year": year},
+    }
+    # readAdjustments takes a report's scope (no month: the current one, never closed: 409).
+    report_scope = {
+        "type": "object",
+        "additionalProperties": False,
+        "if": {"properties": {"year": {"type": "integer"}}, "required": ["year"]},
+        "then": {"properties": {"month": {"type": "integer"}}, "required": ["month"]},
+        "properties": {
+            "company": _or_null({"type": "array", "items": _ref("company")}),
+            "month": _or_null(month),
+            "year": year,
+        },
+    }
+    period_answer = {
+        "type": "object",
+        "required": ["result", "period"],
+        "properties": {"result": {"const": "success"}, "period": _ref("Period")},
+    }
+    pair = {
+        "type": "object",
+        "required": ["closed", "now"],
+        "properties": {"closed": {"type": "integer"}, "now": {"type": "integer"}},
+    }
+    kinds = {
+        kind: {
+            "type": "object",
+            "required": ["dates", for_month],
+            "properties": {
+                "dates": {"type": "object", "additionalProperties": pair},
+                for_month: pair,
+            },
+        }
+        for kind, (_, for_month) in REPORT_TOTALS.items()
+    }
+    adjustments = {
+        "type": "object",
+        "required": ["result", "period", "values"],
+        "properties": {
+            "result": {"const": "success"},
+            "period": _ref("Period"),
+            "values": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": kinds,
+                },
+            },
+        },
+    }
+    operations: tuple[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]], ...] = (
+        (
+            "closeMonth",
+            "Close an ended month: store both reports as they are",
+            month_scope,
+            {},
+            period_answer,
+        ),
+        (
+            "reopenMonth",
+            "Reopen a closed month, with a reason (System-Admin)",
+            month_scope,
+            {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+            period_answer,
+        ),
+        (
+            "readAdjustments",
+            "Where a closed month's figures differ from the history now",
+            report_scope,
+            {},
+            adjustments,
+        ),
+    )
+    for name, summary, scope, extra, answer in operations:
+        body = {
+            "type": "object",
+            "required": ["type", "scope", *extra],
+            "additionalProperties": False,
+            "properties": {"type": {"const": "cdr"}, "scope": scope, **extra},
+        }
+        paths[f"/rest/call/{name}"] = {
+            "post": {
+                "operationId": name,
+                "summary": summary,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": body}},
+                },
+                "responses": {**_ok(answer), **_errors(400, 401, 403, 409, 413, 415, 429)},
+            }
+        }
+
+
 def _numrows() -> dict[str, Any]:
     return {
         "type": "object",
@@ -129,6 +231,19 @@ def document() -> dict[str, Any]:
             "description": FIELD_DESCRIPTIONS[field],
         }
         for field, (pattern, _why) in FORMATS.items()
+    }
+    schemas["Period"] = {
+        "type": "object",
+        "description": "The month answered, and whether it is closed (docs/month-close.md).",
+        "required": ["year", "month", "closed"],
+        "properties": {
+            "year": {"type": "integer"},
+            "month": {"type": "integer", "minimum": 1, "maximum": 12},
+            "closed": {"type": "boolean"},
+            "version": {"type": "integer", "minimum": 1},
+            "closed_at": {"type": "string", "format": "date-time"},
+            "closed_by": {"type": "string"},
+        },
     }
     schemas["Error"] = {
         "type": "object",
@@ -195,9 +310,10 @@ def document() -> dict[str, Any]:
         }
         answer = {
             "type": "object",
-            "required": ["result", "values"],
+            "required": ["result", "period", "values"],
             "properties": {
                 "result": {"const": "success"},
+                "period": _ref("Period"),
                 "values": {"type": "object", "additionalProperties": entry},
             },
         }
@@ -253,6 +369,7 @@ def document() -> dict[str, Any]:
                 ],
             },
         }
+    _month_close_paths(paths)
     counts = {f: {"type": "integer", "minimum": 0} for f in IMPORT_COUNTS}
     paths["/rest/ops/import/"] = {
         "post": {

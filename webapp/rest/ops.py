@@ -26,6 +26,7 @@ TOP_LEVEL = {
     "link": ("type", "scope", "values"),
     "delete": ("type", "scope"),
     "report": ("type", "scope"),
+    "reopen": ("type", "scope", "reason"),
 }
 
 

@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import write_transaction
 from ..models import Company, HistoryInterval
-from . import changes, history
+from . import changes, closed_figures, history, periods
 from .errors import Invalid
 from .fields import Part, parse_part
 
@@ -61,6 +62,7 @@ class ImportRow(history.ClosedInterval):
 class ImportResult:
     rows: int
     written: int
+    closed_months: list[str]  # closed months ("YYYY-MM") the written intervals fall in
 
     @property
     def skipped(self) -> int:
@@ -204,16 +206,21 @@ def import_csv(
     Guarantees: any bad row (format, unknown company, end not after start, end in the future,
     overlap within the file or with the recorded history of the same DDI or phone user) raises
     Invalid naming its line, and nothing is written. Rows recorded exactly already are skipped.
-    One audit entry records the import.
+    One audit entry records the import. A closed month the new intervals fall in keeps its
+    stored figures: the result names it, for a warning (docs/month-close.md).
     """
     principal.require_system_admin("import history")
     counts: list[int] = []
+    touched: list[str] = []
 
     def check(now: datetime) -> changes.Change:
         companies = set(session.scalars(select(Company.id)))
         rows = parse(content, companies, now)
         new = _new_rows(session, rows, progress)
         counts[:] = [len(rows), len(new)]
+        tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+        spans = [(row.start, row.end) for row in new]
+        touched[:] = closed_figures.closed_months_touched(session, spans, tz)
         detail = f"{len(rows)} rows, {len(new)} written, {len(rows) - len(new)} already recorded"
         return changes.Change(
             closed=new,
@@ -224,4 +231,4 @@ def import_csv(
         # The whole history table is locked before the check: live writers wait until the
         # import commits, so no interval appears between the overlap check and the insert.
         changes.write(session, principal, None, changes.Lock(history=True), check)
-    return ImportResult(rows=counts[0], written=counts[1])
+    return ImportResult(rows=counts[0], written=counts[1], closed_months=touched)

@@ -39,7 +39,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from ..access import Principal, within
 from ..extensions import db
 from ..models import Company, HistoryInterval
-from . import periods, rollup_sums, rollups
+from . import closed_figures, periods, rollup_sums, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
 
@@ -87,22 +87,43 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
 
     Guarantees: every day of the period is present in order; each value is the exact peak of
     simultaneously active records that day in REPORT_TIMEZONE; the month total is their sum and
-    the per-day figure that sum / days rounded half-up to 4 places. A closed month gives the same
-    numbers whatever changes later (only a history import can add to the past).
+    the per-day figure that sum / days rounded half-up to 4 places. For a closed month every
+    value is the one stored at its close instead, whatever the history says now
+    (docs/month-close.md).
     """
+    return answer(principal, kind, request, today)["values"]
+
+
+def answer(
+    principal: Principal, kind: str, request: ReportRequest, today: date | None = None
+) -> dict[str, Any]:
+    """The API's report answer: {"period": the month and whether it is closed, "values":
+    report()'s}; both from one decision on whether the month is closed."""
     principal.require_report()
-    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
-    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
-    companies = _visible_companies(principal, request.companies)
+    period, close = _period(request, today)
+    companies = visible_companies(principal, request.companies)
     everyone = principal.reportable_companies() is None and request.companies is None
     wanted = None if everyone else [c for c, _ in companies]
-    peaks = _peak_lists(kind, period, wanted) if companies else {}
+    peaks = _peak_lists(kind, period, wanted, close) if companies else {}
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
-    return {
+    values = {
         company_id: _entry(kind, name, labels, peaks.get(company_id, zeros))
         for company_id, name in companies
     }
+    return {
+        "period": closed_figures.period_json(period.year, period.month, close),
+        "values": values,
+    }
+
+
+def _period(
+    request: ReportRequest, today: date | None
+) -> tuple[periods.Period, closed_figures.Close | None]:
+    """The period asked for, and the close whose stored figures answer for it (None: open)."""
+    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    return period, closed_figures.closing(db.session(), period)
 
 
 def _entry(kind: str, name: str, labels: list[str], day_values: list[int]) -> dict[str, Any]:
@@ -125,6 +146,7 @@ class Ranking:
     """One page of a report's companies, largest billable month total first."""
 
     period: periods.Period
+    close: closed_figures.Close | None  # the close whose stored figures these are (None: open)
     chosen: int  # the companies of the choice the principal may see
     matched: int  # of those, the ones the filter keeps
     offset: int  # the page's first company's position among the matched, from 0
@@ -151,22 +173,21 @@ def ranking(
     computed only for the page's companies (the ranking and the totals row come from one
     aggregate over the rollup: rollups.month_figures)."""
     principal.require_report()
-    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
-    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    period, close = _period(request, today)
     everyone = principal.reportable_companies() is None and request.companies is None
     labels = [d.day.isoformat() for d in period.days]
     if everyone and not contains:
         # Every company, unfiltered: the figures name every company, so only the page's
         # companies need their names (10,000 at a provider).
-        month_totals, day_totals = _month_figures(kind, period, None)
+        month_totals, day_totals = _month_figures(kind, period, None, close)
         ids = sorted(month_totals)
         chosen = len(ids)
     else:
-        companies = _visible_companies(principal, request.companies)
+        companies = visible_companies(principal, request.companies)
         names = dict(companies)
         if companies:
             wanted = None if everyone else [c for c, _ in companies]
-            month_totals, day_totals = _month_figures(kind, period, wanted)
+            month_totals, day_totals = _month_figures(kind, period, wanted, close)
         else:
             month_totals, day_totals = {}, [0] * len(labels)
         needle = contains.casefold()
@@ -180,10 +201,11 @@ def ranking(
     shown = ranked[offset : offset + limit]
     if everyone and not contains:
         names = _names(shown)
-    lists = _peak_lists(kind, period, shown) if shown else {}
+    lists = _peak_lists(kind, period, shown, close) if shown else {}
     zeros = [0] * len(labels)
     return Ranking(
         period=period,
+        close=close,
         chosen=chosen,
         matched=len(ranked),
         offset=offset,
@@ -203,9 +225,8 @@ def report_rows(
     `chunk` companies at a time, for a download that streams. Permission, parameters and the
     choice are checked before it returns; the pairs need the request's database session."""
     principal.require_report()
-    tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
-    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
-    companies = _visible_companies(principal, request.companies)
+    period, close = _period(request, today)
+    companies = visible_companies(principal, request.companies)
     everyone = principal.reportable_companies() is None and request.companies is None
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
@@ -213,11 +234,11 @@ def report_rows(
     def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
         # From the history (no rollup) one query for the whole choice costs about what one
         # for a chunk does: then one chunk.
-        step = chunk if _rollup_ready(kind) else max(len(companies), 1)
+        step = chunk if close is not None or _rollup_ready(kind) else max(len(companies), 1)
         for start in range(0, len(companies), step):
             part = companies[start : start + step]
             wanted = None if everyone and step >= len(companies) else [c for c, _ in part]
-            lists = _peak_lists(kind, period, wanted)
+            lists = _peak_lists(kind, period, wanted, close)
             for company_id, name in part:
                 yield company_id, _entry(kind, name, labels, lists.get(company_id, zeros))
 
@@ -230,7 +251,9 @@ def _per_day(total: int, days: int) -> float | int:
     return float((Decimal(total) / Decimal(days)).quantize(Decimal("0.0001"), ROUND_HALF_UP))
 
 
-def _visible_companies(principal: Principal, wanted: list[str] | None) -> list[tuple[str, str]]:
+def visible_companies(principal: Principal, wanted: list[str] | None) -> list[tuple[str, str]]:
+    """(id, name) of the companies asked for (None: every one) whose reports the principal may
+    read, in identifier order: unknown and other companies are left out silently."""
     query = (
         select(Company.id, Company.name)
         .where(within(Company.id, principal.reportable_companies()))
@@ -253,8 +276,23 @@ def peak_lists(
 ) -> dict[str, list[int]]:
     """{company: [each day's peak]} for any run of consecutive days (`period.days` may span
     several months: the company page reads twelve at once), with no access check: the caller
-    has asked the Principal. The same numbers as `report` for each of its days."""
-    return _peak_lists(kind, period, companies)
+    has asked the Principal. The same numbers as `report` for each of its days: a closed
+    month's whole-month run answers its stored figures."""
+    result = computed_lists(kind, period, companies)
+    months: dict[tuple[int, int], list[int]] = {}  # (year, month): its days' indexes
+    for i, d in enumerate(period.days):
+        months.setdefault((d.day.year, d.day.month), []).append(i)
+    closes = closed_figures.latest_of(db.session(), list(months))
+    for key, indexes in months.items():
+        close = closes.get(key)
+        if close is None or not close.closed or len(indexes) != len(close.day_totals[kind]):
+            continue  # open, or only part of the month in the run
+        stored = closed_figures.lists(db.session(), close, kind, companies)
+        first = indexes[0]
+        for company in result.keys() | stored.keys():
+            values = result.setdefault(company, [0] * len(period.days))
+            values[first : first + len(indexes)] = stored.get(company, [0] * len(indexes))
+    return result
 
 
 def _rollup_ready(kind: str) -> bool:
@@ -263,20 +301,26 @@ def _rollup_ready(kind: str) -> bool:
 
 
 def _month_figures(
-    kind: str, period: periods.Period, companies: list[str] | None
+    kind: str,
+    period: periods.Period,
+    companies: list[str] | None,
+    close: closed_figures.Close | None,
 ) -> tuple[dict[str, int], list[int]]:
     """({company: month total}, [each day's total over the companies]): for every company, from
     the sums kept beside the rollup (a row per company and per day); for a choice, one
     aggregate over the choice's rollup rows; without the rollup, the sums of the lists
     computed from the history. The same numbers every way (tests/test_reports_ranking.py);
-    every company named (None: every company there is) is a key, zeros included."""
+    every company named (None: every company there is) is a key, zeros included. A closed
+    month's are the stored ones (closed_figures.month_figures)."""
+    if close is not None:
+        return closed_figures.month_figures(db.session(), close, kind, companies)
     if _rollup_ready(kind):
         if companies is None:
             figures = rollup_sums.everyone_figures(db.session(), kind, period)
             if figures is not None:
                 return figures
         return rollups.month_figures(db.session(), kind, period, companies)
-    lists = _peak_lists(kind, period, companies)
+    lists = computed_lists(kind, period, companies)
     day_totals = [0] * len(period.days)
     for values in lists.values():
         day_totals = [a + b for a, b in zip(day_totals, values, strict=True)]
@@ -287,9 +331,23 @@ def _month_figures(
 
 
 def _peak_lists(
+    kind: str,
+    period: periods.Period,
+    companies: list[str] | None,
+    close: closed_figures.Close | None,
+) -> dict[str, list[int]]:
+    """{company: [each day's peak]} as the report answers them: stored by `close`, else
+    computed now. Companies without a non-zero day may be missing: all zeros."""
+    if close is not None:
+        return closed_figures.lists(db.session(), close, kind, companies)
+    return computed_lists(kind, period, companies)
+
+
+def computed_lists(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[str, list[int]]:
-    """{company: [each day's peak]}: read from the daily rollup when it is built in
+    """{company: [each day's peak]} from the history as it is now, closed month or not: read
+    from the daily rollup when it is built in
     REPORT_TIMEZONE, else computed from the history (the same numbers either way;
     tests/test_rollups.py). Companies without a row may be missing: all zeros."""
     zone_name = rollups.built_zone(db.session(), kind)
