@@ -29,8 +29,12 @@ def post(world, caller, path: str, body: dict[str, Any]):
     return world.client.post(f"/rest/call/{path}", json=body, headers=headers)
 
 
+def body(scope=None) -> dict[str, Any]:
+    return {"type": "cdr", "scope": SCOPE if scope is None else scope}
+
+
 def close(world, caller="root", scope=None):
-    return post(world, caller, "closeMonth", {"type": "cdr", "scope": SCOPE if scope is None else scope})
+    return post(world, caller, "closeMonth", body(scope))
 
 
 def reopen(world, caller="root", scope=None, reason: Any = "a late CDR batch"):
@@ -41,13 +45,11 @@ def reopen(world, caller="root", scope=None, reason: Any = "a late CDR batch"):
 
 
 def adjustments(world, caller="root", scope=None):
-    return post(world, caller, "readAdjustments", {"type": "cdr", "scope": SCOPE if scope is None else scope})
+    return post(world, caller, "readAdjustments", body(scope))
 
 
 def report(world, kind="ddi", caller="root", scope=None):
-    response = post(
-        world, caller, PATHS[kind].rsplit("/", 1)[1], {"type": "cdr", "scope": SCOPE if scope is None else scope}
-    )
+    response = post(world, caller, PATHS[kind].rsplit("/", 1)[1], body(scope))
     assert response.status_code == 200, response.get_json()
     return response.get_json()
 

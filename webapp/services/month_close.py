@@ -294,3 +294,38 @@ def status(today: date | None = None) -> list[Status]:
         changed = {company for company, _, _ in _differences(close, period, None)}
         found.append(Status(close, len(changed)))
     return found
+
+
+@dataclass(frozen=True)
+class MonthState:
+    year: int
+    month: int
+    running: bool  # the current month, to date: it cannot be closed yet
+    close: Close | None  # the month's latest close, reopened or not (None: never closed)
+
+    @property
+    def label(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
+
+
+RECENT_MONTHS = 12  # ended months the months page lists whether or not they were ever closed
+
+
+def months(principal: Principal, today: date | None = None) -> list[MonthState]:
+    """The months page's rows, newest first: the running month, the last RECENT_MONTHS ended
+    months, and every older month ever closed, each with its latest close. Two queries at
+    most, whatever the history's length (the months' states are not company data: every report
+    reader may see them)."""
+    principal.require_report()
+    tz = _tz()
+    today = today or periods.today_in(tz)
+    index = today.year * 12 + today.month - 1
+    recent = [divmod(i, 12) for i in range(index, index - RECENT_MONTHS - 1, -1)]
+    recent = [(y, m + 1) for y, m in recent if y >= reports.MIN_YEAR]
+    closes = {(c.year, c.month): c for c in closed_figures.every_latest(db.session())}
+    keys = sorted(set(recent) | set(closes), reverse=True)
+    return [
+        MonthState(y, m, (y, m) == (today.year, today.month), closes.get((y, m)))
+        for y, m in keys
+        if (y, m) <= (today.year, today.month)
+    ]

@@ -33,7 +33,7 @@ from flask_login import login_required
 from ..access import Principal
 from ..services import periods, report_days, report_query, reports
 from ..services.errors import Invalid
-from . import pickers
+from . import months, pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise
 from .errors import error_page
@@ -212,6 +212,9 @@ def _page(kind: str):
     )
     if result.ranking.chosen > 1:
         context.update(_matrix_context(kind, result, args))
+    context["month_panel"] = months.panel(
+        kind, period.year, period.month, context["to_date"], result.selected
+    )
     return render_template("reports/report.html", error=None, **context)
 
 

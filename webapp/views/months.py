@@ -1,0 +1,198 @@
+"""Month close pages (docs/month-close.md, docs/pages.md#month-close): the months and their
+state, Close after a confirmation, Reopen with a reason, and the changes since a close.
+
+Every decision is the services' (services/month_close.py): who may close or reopen, which
+months may be closed, what changed. These views parse the address, render, and redirect.
+"""
+
+from __future__ import annotations
+
+import calendar
+from typing import Any
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask_login import login_required
+from flask_wtf import FlaskForm
+from wtforms import TextAreaField
+
+from ..extensions import db
+from ..services import closed_figures, month_close, reports
+from ..services.errors import Conflict, Invalid, ServiceError
+from .auth import safe_next
+from .common import is_htmx, principal
+from .forms import ConfirmForm, apply_field_errors
+
+bp = Blueprint("months", __name__, url_prefix="/reports/months")
+
+CHANGES_SHOWN = 100  # companies the changes table lists; the API has them all
+KIND_PAGES = {"ddi": "reports.ddis", "user": "reports.users"}
+
+
+class ReopenForm(FlaskForm):
+    reason = TextAreaField(
+        "Reason", render_kw={"maxlength": month_close.REASON_MAX, "rows": 3, "required": True}
+    )
+
+
+def month_name(year: int, month: int) -> str:
+    return f"{calendar.month_name[month]} {year}"
+
+
+def _month(label: str) -> tuple[month_close.MonthRequest, int]:
+    """The address's month (YYYY-MM), and its year."""
+    wanted = month_close.parse_label(label)
+    assert wanted.year is not None  # parse_label always names the year
+    return wanted, wanted.year
+
+
+def panel(kind: str, year: int, month: int, running: bool, selected: list[str]) -> dict[str, Any]:
+    """The report page's month state: open or closed (when, by whom, version), the Close and
+    Reopen links the account may use, and where the changes since the close load from."""
+    me = principal()
+    label = f"{year:04d}-{month:02d}"
+    back = request.full_path.rstrip("?")
+    close_ = None if running else closed_figures.latest(db.session(), year, month)
+    closed = close_ is not None and close_.closed
+    return {
+        "running": running,
+        "close": close_,
+        "closed": closed,
+        "timestamp": closed_figures.timestamp,
+        "months_url": url_for("months.index"),
+        "close_url": url_for("months.close", label=label, back=back)
+        if not running and not closed and me.may_close_months
+        else None,
+        "reopen_url": url_for("months.reopen", label=label, back=back)
+        if closed and me.system_admin
+        else None,
+        "changes_url": url_for("months.changes", label=label, kind=kind, company=selected)
+        if closed
+        else None,
+    }
+
+
+def _report_url(request_: month_close.MonthRequest, kind: str = "ddi") -> str:
+    return url_for(KIND_PAGES[kind], year=request_.year, month=request_.month)
+
+
+def _back(request_: month_close.MonthRequest) -> str:
+    """Where a form returns: the page it was opened from (this site only), else the report."""
+    target = request.values.get("back")
+    return safe_next(target) if target else _report_url(request_)
+
+
+@bp.get("")
+@login_required
+def index():
+    me = principal()
+    rows = month_close.months(me)
+    return render_template(
+        "months/index.html", rows=rows, month_name=month_name, timestamp=closed_figures.timestamp
+    )
+
+
+@bp.route("/<label>/close", methods=["GET", "POST"])
+@login_required
+def close(label: str):
+    me = principal()
+    me.require_close_months()
+    wanted, year = _month(label)
+    form = ConfirmForm()
+    error, status = None, 200
+    if form.validate_on_submit():
+        try:
+            done = month_close.close_month(me, wanted)
+        except (Invalid, Conflict) as exc:
+            error, status = exc.message, exc.status
+        else:
+            flash(
+                f"{month_name(done.year, done.month)} is closed (version {done.version}).",
+                "success",
+            )
+            return redirect(_back(wanted))
+    elif request.method == "POST":
+        error, status = "The form has expired; try again.", 400
+    name = month_name(year, wanted.month)
+    html = render_template(
+        "months/close.html", form=form, name=name, label=label, back=_back(wanted), error=error
+    )
+    return html, status
+
+
+@bp.route("/<label>/reopen", methods=["GET", "POST"])
+@login_required
+def reopen(label: str):
+    me = principal()
+    me.require_system_admin("reopen a closed month")
+    wanted, year = _month(label)
+    form = ReopenForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            done = month_close.reopen_month(me, wanted, form.reason.data)
+        except ServiceError as exc:
+            if exc.status not in (400, 409):
+                raise
+            apply_field_errors(form, exc)
+            status = exc.status
+        else:
+            flash(f"{month_name(done.year, done.month)} is open again.", "success")
+            return redirect(_back(wanted))
+    close_ = closed_figures.latest(db.session(), year, wanted.month)
+    name = month_name(year, wanted.month)
+    html = render_template(
+        "months/reopen.html",
+        form=form,
+        name=name,
+        label=label,
+        back=_back(wanted),
+        close=close_,
+        timestamp=closed_figures.timestamp,
+    )
+    return html, status
+
+
+@bp.get("/<label>/changes")
+@login_required
+def changes(label: str):
+    """The changes since the close for one kind (the report page loads it after itself: it
+    computes the month from the history, as an open month's report does)."""
+    me = principal()
+    wanted, _ = _month(label)
+    kind = request.args.get("kind", "ddi")
+    if kind not in reports.ANSWER_KEYS:
+        raise Invalid("kind must be ddi or user.")
+    companies = request.args.getlist("company") or None
+    scope = reports.ReportRequest(companies, wanted.month, wanted.year)
+    answer = month_close.adjustments(me, scope)
+    context = changes_context(kind, answer)
+    context["report_url"] = _report_url(wanted, kind)
+    template = "months/_changes.html" if is_htmx() else "months/changes.html"
+    return render_template(template, **context)
+
+
+def changes_context(kind: str, answer: dict[str, Any]) -> dict[str, Any]:
+    month_key = reports.ANSWER_KEYS[kind][1]
+    rows = []
+    for company, kinds in answer["values"].items():
+        entry = kinds.get(kind)
+        if entry is None:
+            continue
+        rows.append(
+            {
+                "company": company,
+                "days": [(day, v["closed"], v["now"]) for day, v in entry["dates"].items()],
+                "closed": entry[month_key]["closed"],
+                "now": entry[month_key]["now"],
+            }
+        )
+    period = answer["period"]
+    return {
+        "kind": kind,
+        "noun": "DDIs" if kind == "ddi" else "phone users",
+        "rows": rows[:CHANGES_SHOWN],
+        "changed": len(rows),
+        "other_kind": any(k != kind for kinds in answer["values"].values() for k in kinds),
+        "name": month_name(period["year"], period["month"]),
+        "period": period,
+    }
