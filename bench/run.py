@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
 
     from .imports import import_scenarios
+    from .month_close import month_close_scenarios
     from .report import growth_scenarios, report_scenarios
 
     started = time.perf_counter()
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             ensure_data(url, args.ddis * factor // 4, args.companies)
         print(f"{label}: report scenarios", flush=True)
         results += report_scenarios(urls[4], label, repeat)
+        print(f"{label}: month close (close, closed report, readAdjustments)", flush=True)
+        results += month_close_scenarios(urls[4], label, repeat)
         print(f"{label}: growth", flush=True)
         results += growth_scenarios(sorted(urls.items()), label, repeat)
         print(f"{label}: DDI import (on a copy of the data set)", flush=True)

@@ -17,15 +17,20 @@ from sqlalchemy import select
 from webapp.access import Principal
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, ImportPreview
-from webapp.services import import_previews
+from webapp.services import import_previews, month_close
 
-from .factories import ACME, World
+from .factories import ACME, World, add_history
 
 DIALCODE, NUMBER = "44", "2071000001"
 PHONE_USER = "alice"
 ACCOUNT = "cadmin"  # an account of the world, for the per-account admin pages
 DDI = f"/ddis/{DIALCODE}/{NUMBER}"
 USER = f"/users/{ACME}/{PHONE_USER}"
+
+# A month the page records close (its close and reopen pages, its changes since), and an
+# ended one left open.
+CLOSED, OPEN = (2025, 9), (2025, 10)
+CLOSED_LABEL, OPEN_LABEL = "2025-09", "2025-10"
 
 # Signed in as the System-Admin: name -> path.
 # fmt: off
@@ -49,6 +54,11 @@ PAGES: dict[str, str] = {
     "user counts, all":          "/reports/users",
     "user counts, one company":  f"/reports/users?company={ACME}",
     "user counts, one day":      f"/reports/users/day?company={ACME}&date={{today}}",
+    "DDI counts, closed month":  f"/reports/ddis?year={CLOSED[0]}&month={CLOSED[1]}",
+    "months":                    "/reports/months",
+    "close a month":             f"/reports/months/{OPEN_LABEL}/close",
+    "reopen a month":            f"/reports/months/{CLOSED_LABEL}/reopen",
+    "changes since a close":     f"/reports/months/{CLOSED_LABEL}/changes?kind=ddi",
     "companies":                 "/admin/companies",
     "rename company":            f"/admin/companies/{ACME}/rename",
     "company page":              f"/companies/{ACME}",
@@ -89,6 +99,9 @@ def add_page_records(world: World) -> None:
     # A preview that moves the DDI and creates one, so every section of the page shows.
     content = f"dialcode,number,virt_exten,company\n{DIALCODE},{NUMBER},100,globex\n1,2,3,acme\n"
     import_previews.create(Principal.from_account(root, "ui"), "page.csv", content.encode())
+    # A closed month with a change since its close, so the changes table shows.
+    month_close.close_month(Principal.cli(), month_close.MonthRequest(CLOSED[1], CLOSED[0]))
+    add_history(("ddi", ACME, "44:99", datetime(2025, 9, 3), datetime(2025, 9, 4)))
 
 
 def page_paths(username: str = "root") -> dict[str, str]:

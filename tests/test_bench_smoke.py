@@ -1,6 +1,7 @@
 """The bench code runs (`make bench-smoke`): generate three small providers (1x, 2x, 4x) into
-fresh SQLite files, run the report and growth scenarios (which first check that the app, its
-from-scratch query and the hand-written reference give the same numbers) and print the table;
+fresh SQLite files, run the report, month close and growth scenarios (which first check that the
+app, its from-scratch query and the hand-written reference give the same numbers, and that a
+closed month answers the open month's) and print the table;
 then the EXPLAIN/timing tool. The HTTP and page scenarios have their own smoke tests
 (test_bench_http)."""
 
@@ -45,10 +46,13 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 11, run.stdout
+    assert len(table) == 14, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)
+    assert any("month close, 120 companies" in line for line in table)
+    assert any("closed month's report, all companies" in line for line in table)
+    assert any("readAdjustments, all companies" in line for line in table)
     assert "history intervals" in run.stderr  # the generator reported what it made
 
     plan = subprocess.run(

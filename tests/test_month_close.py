@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
+from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import AuditEntry, ClosedFigures, MonthClose
+from webapp.models import AuditEntry, ClosedFigures, MonthClose, RollupState
 
 from .factories import ACME, GLOBEX, INITECH, add_history
 
@@ -313,3 +314,38 @@ def test_a_time_zone_change_leaves_the_closed_figures_and_shows_as_adjustments(h
     assert close(history).status_code == 200
     assert report(history)["values"][INITECH]["dates"]["2025-10-21"] == 1
     assert adjustments(history).get_json()["values"] == {}
+
+
+def test_without_the_rollup_every_company_is_recomputed(history):
+    """A close made while the rollup is not built stores no marks: its adjustments compare
+    every company's figures (the same answer, by the slower way)."""
+    with write_transaction() as session:
+        session.execute(delete(RollupState))
+    assert close(history).status_code == 200
+    db.session.rollback()
+    assert db.session.scalar(select(MonthClose.with_marks)) is False
+    add_history(("ddi", INITECH, "44:9", datetime(2025, 10, 3), datetime(2025, 10, 6)))  # rebuilds
+    got = adjustments(history).get_json()["values"]
+    assert got == {
+        INITECH: {
+            "ddi": {
+                "dates": {
+                    d: {"closed": 0, "now": 1} for d in ("2025-10-03", "2025-10-04", "2025-10-05")
+                },
+                "billableDDIDaysForMonth": {"closed": 0, "now": 3},
+            }
+        }
+    }
+
+
+def test_marks_compare_as_sets_of_rows_with_the_carried_level():
+    from webapp.services.rollups import same_marks
+
+    a = "2|2025-10-03:5:4,2025-10-07:4:4"
+    assert same_marks(a, a)
+    assert same_marks(a, "2|2025-10-07:4:4,2025-10-03:5:4")  # another order, the same rows
+    assert not same_marks(a, "1|2025-10-03:5:4,2025-10-07:4:4")  # another carried level
+    assert not same_marks(a, "2|2025-10-03:5:4")
+    assert not same_marks(a, "2|2025-10-03:5:4,2025-10-07:4:5")
+    assert not same_marks(a, None) and not same_marks(None, a) and same_marks(None, None)
+    assert not same_marks("0|", "0|2025-10-01:0:0")

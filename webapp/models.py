@@ -392,12 +392,16 @@ class MonthClose(Model):
     reopen_reason: Mapped[str | None] = mapped_column(String(500))
     ddi_days: Mapped[str] = mapped_column(Text)
     user_days: Mapped[str] = mapped_column(Text)
+    # Whether the close stored each company's rollup marks (rollups.month_marks): only when
+    # both rollups were built in `timezone`.
+    with_marks: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class ClosedFigures(Model):
     """A company's figures of one kind as stored by a close: each day's peak ("0,0,3,…", one
-    per day of the month) and their sum. Only companies with a non-zero day have a row: a
-    company without one answers zeros. Never changed once written."""
+    per day of the month), their sum, and the rollup marks they were computed from. Only
+    companies with a non-zero day or marks have a row: a company without one answers zeros.
+    Never changed once written."""
 
     __tablename__ = "closed_figures"
 
@@ -408,3 +412,4 @@ class ClosedFigures(Model):
     company: Mapped[str] = mapped_column(COMPANY_ID, primary_key=True)
     total: Mapped[int] = mapped_column(BigInteger)
     days: Mapped[str] = mapped_column(Text)
+    marks: Mapped[str | None] = mapped_column(Text)

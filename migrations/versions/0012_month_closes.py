@@ -5,7 +5,8 @@ Revises: 0011
 Create Date: 2026-11-24 01:30:00
 
 A closed month's reports answer the figures stored at its close (docs/month-close.md): one row
-per close in month_closes, and per close, kind and company with a non-zero day, its days.
+per close in month_closes, and per close, kind and company with a non-zero day (or rollup
+marks), its days and the rollup marks they came from.
 """
 
 import sqlalchemy as sa
@@ -32,6 +33,7 @@ def upgrade():
         sa.Column("reopen_reason", sa.String(length=500), nullable=True),
         sa.Column("ddi_days", sa.Text(), nullable=False),
         sa.Column("user_days", sa.Text(), nullable=False),
+        sa.Column("with_marks", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("year", "month", "version", name="uq_month_closes_version"),
     )
@@ -42,6 +44,7 @@ def upgrade():
         sa.Column("company", sa.String(length=64), nullable=False),
         sa.Column("total", sa.BigInteger(), nullable=False),
         sa.Column("days", sa.Text(), nullable=False),
+        sa.Column("marks", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(["close_id"], ["month_closes.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("close_id", "kind", "company"),
     )

@@ -37,6 +37,7 @@ class Close:
     reopened_by: str | None
     reopen_reason: str | None
     day_totals: dict[str, list[int]]  # kind: each day's sum over every company
+    with_marks: bool  # the rollup marks of every company were stored (rollups.month_marks)
 
     @property
     def closed(self) -> bool:
@@ -88,6 +89,7 @@ def _close(row: MonthClose) -> Close:
         reopened_by=row.reopened_by,
         reopen_reason=row.reopen_reason,
         day_totals={"ddi": decode(row.ddi_days), "user": decode(row.user_days)},
+        with_marks=row.with_marks,
     )
 
 
@@ -146,6 +148,17 @@ def lists(
     if companies is not None:
         query = query.where(ClosedFigures.company.in_(companies))
     return {company: decode(days) for company, days in session.connection().execute(query)}
+
+
+def marks(session: Session, close: Close, kind: str) -> dict[str, str]:
+    """{company: the rollup marks stored by the close} (only for a close `with_marks`; a
+    company without one had no rollup row in the month and carried nothing into it)."""
+    query = select(ClosedFigures.company, ClosedFigures.marks).where(
+        ClosedFigures.close_id == close.id,
+        ClosedFigures.kind == kind,
+        ClosedFigures.marks.is_not(None),
+    )
+    return {company: text for company, text in session.connection().execute(query) if text}
 
 
 def month_figures(

@@ -24,7 +24,7 @@ from ..access import Principal
 from ..database import insert_rows, utcnow, write_transaction
 from ..extensions import db
 from ..models import ClosedFigures, MonthClose
-from . import audit, closed_figures, periods, reports
+from . import audit, closed_figures, periods, reports, rollups
 from .closed_figures import Close
 from .errors import Conflict, Invalid
 from .fields import parse_int
@@ -126,11 +126,12 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
                 closed_by=principal.username,
                 ddi_days="",
                 user_days="",
+                with_marks=_rollups_ready(),
             )
             session.add(row)
             session.flush()  # claims the version: a concurrent close of the month fails here
-            row.ddi_days = closed_figures.encode(_store(row.id, "ddi", period))
-            row.user_days = closed_figures.encode(_store(row.id, "user", period))
+            row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
+            row.user_days = closed_figures.encode(_store(row, "user", period))
             detail = f"version {row.version}, figures in {row.timezone}"
             audit.record(
                 session,
@@ -148,24 +149,38 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
     return close
 
 
-def _store(close_id: int, kind: str, period: periods.Period) -> list[int]:
-    """Write every company's non-zero figures of `kind` for the close; their day sums."""
-    day_totals = [0] * len(period.days)
+def _rollups_ready() -> bool:
+    """Whether both rollups are kept in REPORT_TIMEZONE (then a close stores their marks)."""
+    zone = current_app.config["REPORT_TIMEZONE"]
+    return all(rollups.built_zone(db.session(), kind) == zone for kind in KINDS)
+
+
+def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
+    """Write the close's figures of `kind`: each company with a non-zero day or rollup marks
+    (with the marks, when the close keeps them); return each day's sum over every company."""
+    lists = reports.computed_lists(kind, period, None)
+    marks = rollups.month_marks(db.session(), kind, period) if close.with_marks else {}
+    zeros = [0] * len(period.days)
+    sums = [0] * len(period.days)
     rows = []
-    for company, values in reports.computed_lists(kind, period, None).items():
-        if any(values):
-            day_totals = [a + b for a, b in zip(day_totals, values, strict=True)]
-            rows.append(
-                {
-                    "close_id": close_id,
-                    "kind": kind,
-                    "company": company,
-                    "total": sum(values),
-                    "days": closed_figures.encode(values),
-                }
-            )
+    for company in sorted(lists.keys() | marks.keys()):
+        values = lists.get(company, zeros)
+        if not any(values) and company not in marks:
+            continue
+        for i, value in enumerate(values):
+            sums[i] += value
+        rows.append(
+            {
+                "close_id": close.id,
+                "kind": kind,
+                "company": company,
+                "total": sum(values),
+                "days": closed_figures.encode(values),
+                "marks": marks.get(company),
+            }
+        )
     insert_rows(db.session(), ClosedFigures.__table__, rows)
-    return day_totals
+    return sums
 
 
 def reopen_month(
@@ -254,8 +269,11 @@ def _differences(
     zeros = [0] * len(labels)
     for kind in KINDS:
         month_key = reports.ANSWER_KEYS[kind][1]
-        now = reports.computed_lists(kind, period, companies)
-        stored = closed_figures.lists(db.session(), close, kind, companies)
+        candidates = _candidates(close, kind, period, companies)
+        if candidates == []:
+            continue
+        now = reports.computed_lists(kind, period, candidates)
+        stored = closed_figures.lists(db.session(), close, kind, candidates)
         for company in sorted(now.keys() | stored.keys()):
             before, after = stored.get(company, zeros), now.get(company, zeros)
             if before == after:
@@ -273,6 +291,28 @@ def _differences(
                     month_key: {"closed": sum(before), "now": sum(after)},
                 },
             )
+
+
+def _candidates(
+    close: Close, kind: str, period: periods.Period, companies: list[str] | None
+) -> list[str] | None:
+    """The companies (of those named; None: every one) whose figures may differ from the
+    close's: those whose rollup marks differ from the stored ones, when the close stored them
+    and the rollup is still kept in the close's zone (equal marks give equal figures:
+    rollups.month_marks). Otherwise `companies` itself: every one is recomputed."""
+    zone = current_app.config["REPORT_TIMEZONE"]
+    if not close.with_marks or close.timezone != zone:
+        return companies
+    if rollups.built_zone(db.session(), kind) != zone:
+        return companies
+    now = rollups.month_marks(db.session(), kind, period)
+    stored = closed_figures.marks(db.session(), close, kind)
+    differ = {
+        c for c in now.keys() | stored.keys() if not rollups.same_marks(now.get(c), stored.get(c))
+    }
+    if companies is not None:
+        differ &= set(companies)
+    return sorted(differ)
 
 
 @dataclass(frozen=True)
