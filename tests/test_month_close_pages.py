@@ -268,3 +268,19 @@ def test_the_months_page_lists_states(world):
     again = soup(root.get("/reports/months"))
     assert again.find(id="month-2020-01") is not None
     assert len(again.find(id="months").tbody.find_all("tr")) == 14 + older
+
+
+def test_a_closed_days_page_shows_the_stored_figure_beside_the_peak_now(world):
+    root = world.browser("root")
+    url = "/reports/ddis/day"
+    query = {"company": INITECH, "date": "2025-10-04"}
+    assert soup(root.get(url, query_string=query)).find(id="closed-day") is None  # open
+    close_through_page(root)
+    note = soup(root.get(url, query_string=query)).find(id="closed-day")
+    assert "version 1" in note.get_text() and note.strong.get_text() == "0"
+    assert "change since the close" not in note.get_text()
+    backfill()
+    note = soup(root.get(url, query_string=query)).find(id="closed-day")
+    assert note.strong.get_text() == "0" and "change since the close" in note.get_text()
+    peak = soup(root.get(url, query_string=query)).find(attrs={"data-peak": True})
+    assert peak.get_text() == "1"

@@ -8,6 +8,7 @@ months may be closed, what changed. These views parse the address, render, and r
 from __future__ import annotations
 
 import calendar
+from datetime import date
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
@@ -79,6 +80,16 @@ def _back(request_: month_close.MonthRequest) -> str:
     """Where a form returns: the page it was opened from (this site only), else the report."""
     target = request.values.get("back")
     return safe_next(target) if target else _report_url(request_)
+
+
+def closed_day(kind: str, company: str, day: date) -> dict[str, int] | None:
+    """For a day of a closed month: the close's version and the figure it stored for the
+    company that day (the day page shows it beside the peak the history gives now)."""
+    close_ = closed_figures.latest(db.session(), day.year, day.month)
+    if close_ is None or not close_.closed:
+        return None
+    stored = closed_figures.lists(db.session(), close_, kind, [company]).get(company)
+    return {"version": close_.version, "value": stored[day.day - 1] if stored else 0}
 
 
 @bp.get("")

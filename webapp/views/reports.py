@@ -457,6 +457,7 @@ def _day(kind: str):
             month=detail.day.month,
         ),
         "csv_url": url_for(f"{endpoint}_csv", **args),
+        "closed": months.closed_day(kind, detail.company, detail.day),
         "first_position": detail.offset + 1,
         "last_position": detail.offset + len(detail.records),
         "page_number": number,
