@@ -27,6 +27,7 @@ to keep unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import math
 import statistics
@@ -49,7 +50,10 @@ from .http import (
     running,
     sign_in,
 )
+from .report import last_closed_month
 from .table import Result, kilobytes
+
+CLOSER = "cli:bench-pages"  # the operator that closes a month for the run (and only this run)
 
 BUDGET_MS = 150.0
 BUDGET_BYTES = 300_000
@@ -78,6 +82,7 @@ class Subjects:
     ddi: tuple[str, str]  # dialcode, number
     day: str  # YYYY-MM-DD, in the default (current) report month
     small_company: str  # the last company by identifier: among the smallest (bench.generate)
+    closed: tuple[int, int]  # (year, month): the last ended month, closed for the run
 
 
 def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
@@ -114,11 +119,49 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
         ensure_account(operator, SYSADMIN, system_admin=True)
         ensure_account(operator, COMPANY_ADMIN, admin_of=[company])
         today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))
+        month, year = last_closed_month(today)
+        _close_for_the_run(Principal.cli(CLOSER), year, month)
         db.session.remove()
     subjects = Subjects(
-        company, (ddi.dialcode, ddi.number), today.replace(day=1).isoformat(), small or company
+        company,
+        (ddi.dialcode, ddi.number),
+        today.replace(day=1).isoformat(),
+        small or company,
+        (year, month),
     )
     return subjects, app.url_map.bind("127.0.0.1")
+
+
+def _close_for_the_run(operator, year: int, month: int) -> None:
+    """Close the last ended month, so its pages are measured closed (undone by _reopen_after)."""
+    from webapp.extensions import db
+    from webapp.services import closed_figures, month_close
+
+    latest = closed_figures.latest(db.session(), year, month)
+    if latest is None or not latest.closed:
+        month_close.close_month(operator, month_close.MonthRequest(month, year))
+
+
+def _reopen_after(database_url: str, year: int, month: int) -> None:
+    """Delete the closes of the month this run made: the data set is left as the report and
+    month close scenarios expect it (the last ended month open)."""
+    from sqlalchemy import delete, select
+
+    from webapp import create_app
+    from webapp.extensions import db
+    from webapp.models import AuditEntry, MonthClose
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    with app.app_context():
+        made = select(MonthClose.id).where(
+            MonthClose.year == year, MonthClose.month == month, MonthClose.closed_by == CLOSER
+        )
+        db.session.execute(delete(MonthClose).where(MonthClose.id.in_(made)))
+        db.session.execute(
+            delete(AuditEntry).where(AuditEntry.actor == CLOSER, AuditEntry.action == "month.close")
+        )
+        db.session.commit()
+        db.session.remove()
 
 
 def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
@@ -150,6 +193,13 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/reports/users",
         f"/reports/ddis?company={c}",
         f"/reports/ddis/day?company={c}&date={s.day}",
+        # The last ended month, closed: its reports read the stored figures; the changes since
+        # the close (a fragment the report page loads after itself) recompute the month.
+        "/reports/months",
+        f"/reports/ddis?year={s.closed[0]}&month={s.closed[1]}",
+        f"/reports/users?year={s.closed[0]}&month={s.closed[1]}",
+        f"/reports/months/{s.closed[0]:04d}-{s.closed[1]:02d}/reopen",
+        f"/reports/months/{s.closed[0]:04d}-{s.closed[1]:02d}/changes?kind=ddi",
         "/admin/companies",
         f"/companies/{c}",
         "/admin/accounts",
@@ -276,7 +326,8 @@ def page_scenarios(database_url: str, quick: bool = False) -> list[Result]:
     db = make_url(database_url).get_backend_name()
     subjects, routes = _prepare(database_url)
     results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
+    with contextlib.ExitStack() as undo, tempfile.TemporaryDirectory(prefix="bench-pages-") as tmp:
+        undo.callback(_reopen_after, database_url, *subjects.closed)
         log_dir = Path(tmp)
         env = app_env(database_url, log_dir)
         app = gunicorn_server("app", "app:app", env, log_dir, timeout=WORKER_TIMEOUT)

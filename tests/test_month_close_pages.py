@@ -202,11 +202,11 @@ def test_changes_since_the_close_fragment_and_page(world):
     assert cells[2:] == ["0", "3"]
     full = root.get(url)
     assert soup(full).find("h1") is not None and soup(full).find(id="changes-table") is not None
-    # The phone-user figures did not change: said so, with a hint that the other report's did.
+    # The phone-user figures did not change: said so.
     users = soup(
         root.get(f"/reports/months/{LABEL}/changes?kind=user", headers={"HX-Request": "true"})
     )
-    assert "the other report's do" in users.find(id="no-changes").get_text()
+    assert users.find(id="no-changes") is not None
     # A reader of Acme only sees no change (Initech is not theirs).
     reporter = world.browser("reporter")
     mine = soup(reporter.get(url, headers={"HX-Request": "true"}))

@@ -232,14 +232,18 @@ def reopen_month(
 
 
 def adjustments(
-    principal: Principal, request: reports.ReportRequest, today: date | None = None
+    principal: Principal,
+    request: reports.ReportRequest,
+    today: date | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> dict[str, Any]:
     """readAdjustments' answer for a closed month: {"period": …, "values": {company: {kind:
     {"dates": {day: {"closed", "now"}}, month total key: {"closed", "now"}}}}}.
 
     Guarantees: exactly the companies (of those requested that the principal may see), kinds
     and days whose figure computed from the history now differs from the stored one; the month
-    totals of each kind listed; a month that is not closed is a Conflict."""
+    totals of each kind listed; a month that is not closed is a Conflict. `kinds`: only those
+    kinds are compared (a report page shows one)."""
     principal.require_report()
     tz = _tz()
     period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
@@ -251,7 +255,7 @@ def adjustments(
     wanted = None if everyone else [c for c, _ in companies]
     values: dict[str, dict[str, Any]] = {}
     if companies:
-        for company, kind, entry in _differences(close, period, wanted):
+        for company, kind, entry in _differences(close, period, wanted, kinds):
             values.setdefault(company, {})[kind] = entry
     ordered = {c: values[c] for c, _ in companies if c in values}
     return {
@@ -261,13 +265,16 @@ def adjustments(
 
 
 def _differences(
-    close: Close, period: periods.Period, companies: list[str] | None
+    close: Close,
+    period: periods.Period,
+    companies: list[str] | None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(company, kind, adjustment entry) for each company and kind whose figures now differ
     from the close's, for the companies named (None: every company)."""
     labels = [d.day.isoformat() for d in period.days]
     zeros = [0] * len(labels)
-    for kind in KINDS:
+    for kind in kinds:
         month_key = reports.ANSWER_KEYS[kind][1]
         candidates = _candidates(close, kind, period, companies)
         if candidates == []:

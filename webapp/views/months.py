@@ -175,7 +175,7 @@ def changes(label: str):
         raise Invalid("kind must be ddi or user.")
     companies = request.args.getlist("company") or None
     scope = reports.ReportRequest(companies, wanted.month, wanted.year)
-    answer = month_close.adjustments(me, scope)
+    answer = month_close.adjustments(me, scope, kinds=(kind,))
     context = changes_context(kind, answer)
     context["report_url"] = _report_url(wanted, kind)
     template = "months/_changes.html" if is_htmx() else "months/changes.html"
@@ -203,7 +203,6 @@ def changes_context(kind: str, answer: dict[str, Any]) -> dict[str, Any]:
         "noun": "DDIs" if kind == "ddi" else "phone users",
         "rows": rows[:CHANGES_SHOWN],
         "changed": len(rows),
-        "other_kind": any(k != kind for kinds in answer["values"].values() for k in kinds),
         "name": month_name(period["year"], period["month"]),
         "period": period,
     }
