@@ -7,8 +7,10 @@ It serves the app as the page scenario does (gunicorn, bench/http.py), signs in 
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
 the largest company's page, the company picker's suggestions on the DDI list, the audit
-log filtered by a number as people write it, a DDI's page, and the preview of an import (a
-customer's numbers moved, a block ported in, extensions changed; previewed, never applied).
+log filtered by a number as people write it, a DDI's page, the preview of an import (a
+customer's numbers moved, a block ported in, extensions changed; previewed, never applied),
+and a closed month's report with the changes since its close: it closes the last ended month
+and backfills a late batch of history into it (`_late_batch`), so run it on a copy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,36 @@ def _sample(database_url: str) -> bytes:
     lines += [f"{d},{n},{int(e) + 1},{c}" for d, n, e, c in rows[300:]]
     lines += [f"44,20{7_200_000 + i:08d},{300 + i},c00005" for i in range(200)]
     return ("\n".join(lines) + "\n").encode()
+
+
+def _close_and_backfill(database_url: str) -> tuple[int, int]:
+    """Close the last ended month (unless closed) and import a late batch of history into it:
+    three companies' DDIs on a few days, as a late CDR feed brings. Returns (year, month)."""
+    from webapp import create_app
+    from webapp.access import Principal
+    from webapp.extensions import db
+    from webapp.services import closed_figures, history_import, month_close, periods
+
+    from .report import last_closed_month
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    operator = Principal.cli("cli:bench-screenshots")
+    with app.app_context():
+        today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))
+        month, year = last_closed_month(today)
+        latest = closed_figures.latest(db.session(), year, month)
+        if latest is None or not latest.closed:
+            month_close.close_month(operator, month_close.MonthRequest(month, year))
+        rows = ["kind,company,key,start,end"]
+        for n, (company, day, count) in enumerate(
+            [("c00001", 3, 40), ("c00001", 4, 40), ("c00002", 12, 7), ("c00007", 27, 15)]
+        ):
+            start = f"{year:04d}-{month:02d}-{day:02d}T09:00:00Z"
+            end = f"{year:04d}-{month:02d}-{day:02d}T17:00:00Z"
+            rows += [f"ddi,{company},44:2999{n:02d}{i:05d},{start},{end}" for i in range(count)]
+        history_import.import_csv(operator, "\n".join(rows) + "\n", source="late-cdrs.csv")
+        db.session.remove()
+    return year, month
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             page.get_by_role("button", name="Preview the import").click()
             page.wait_for_load_state("load")
             page.screenshot(path=args.out / "import-preview.png")
+
+            year, month = _close_and_backfill(database_url)
+            page.goto(f"{app.base}/reports/ddis?year={year}&month={month}")
+            page.locator("#changes-table").wait_for()
+            page.locator("#month-state").scroll_into_view_if_needed()
+            page.locator("#month-state").screenshot(path=args.out / "month-closed.png")
             browser.close()
     for name in sorted(os.listdir(args.out)):
         print(args.out / name)

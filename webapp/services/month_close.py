@@ -250,14 +250,18 @@ def adjustments(
     close = closed_figures.closing(db.session(), period)
     if close is None:
         raise Conflict(f"{period.year:04d}-{period.month:02d} is not closed.")
-    companies = reports.visible_companies(principal, request.companies)
     everyone = principal.reportable_companies() is None and request.companies is None
-    wanted = None if everyone else [c for c, _ in companies]
+    # Every company: no need to list them (10,000) to learn which differ.
+    wanted = (
+        None
+        if everyone
+        else [c for c, _ in reports.visible_companies(principal, request.companies)]
+    )
     values: dict[str, dict[str, Any]] = {}
-    if companies:
+    if wanted != []:
         for company, kind, entry in _differences(close, period, wanted, kinds):
             values.setdefault(company, {})[kind] = entry
-    ordered = {c: values[c] for c, _ in companies if c in values}
+    ordered = {c: values[c] for c in sorted(values)}
     return {
         "period": closed_figures.period_json(period.year, period.month, close),
         "values": ordered,
