@@ -45,6 +45,16 @@ def lock_table(session: Session) -> None:
         session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
 
 
+def exclude_table_lockers(session: Session) -> None:
+    """On PostgreSQL, wait for and then keep out `lock_table`'s holders (imports, rebuilds)
+    until commit, while live writers go on: SHARE UPDATE EXCLUSIVE conflicts with SHARE ROW
+    EXCLUSIVE and with itself, not with the ROW EXCLUSIVE of inserts and updates. A month
+    close takes it as its first statement, so its snapshot is taken after any import commits
+    and an import that waits for it sees the close (and warns)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("LOCK TABLE history_intervals IN SHARE UPDATE EXCLUSIVE MODE"))
+
+
 def open_intervals(
     session: Session, kind: str, members: Iterable[tuple[str, str]], at: datetime
 ) -> None:

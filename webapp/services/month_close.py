@@ -24,7 +24,7 @@ from ..access import Principal
 from ..database import insert_rows, utcnow, write_transaction
 from ..extensions import db
 from ..models import ClosedFigures, MonthClose
-from . import audit, closed_figures, periods, reports, rollups
+from . import audit, closed_figures, history, periods, reports, rollups
 from .closed_figures import Close
 from .errors import Conflict, Invalid
 from .fields import parse_int
@@ -114,6 +114,9 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
     label = f"{period.year:04d}-{period.month:02d}"
     try:
         with write_transaction(snapshot=True) as session:
+            # Before the first read, which takes the snapshot: a history import is wholly
+            # before the close (in its figures) or wholly after it (and then warns).
+            history.exclude_table_lockers(session)
             previous = closed_figures.latest(session, period.year, period.month)
             if previous is not None and previous.closed:
                 raise Conflict(f"{label} is already closed (version {previous.version}).")
