@@ -101,6 +101,12 @@
       return;
     }
     var config = detail.requestConfig || {};
+    // A part the page loads after itself (data-no-focus: a closed month's changes) is not
+    // something the user asked for: focus stays where it is.
+    if ((config.elt && config.elt.hasAttribute && config.elt.hasAttribute("data-no-focus")) ||
+        (region.hasAttribute && region.hasAttribute("data-no-focus"))) {
+      return;
+    }
     var trigger = config.triggeringEvent;
     var typing = !trigger || KEEP_FOCUS_EVENTS[trigger.type];
     if ((!typing || focusLost()) && !alreadyInside(region, config.elt)) {

@@ -8,15 +8,18 @@ that has ended; REPORT_TIMEZONE is UTC unless a test changes it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 
+from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, ClosedFigures, MonthClose, RollupState
+from webapp.services import month_close, reports
+from webapp.services.errors import Invalid
 
 from .factories import ACME, GLOBEX, INITECH, add_history
 
@@ -253,6 +256,10 @@ def test_closing_a_closed_month_and_reopening_an_open_one_are_409(history):
         (None, "required"),
         ("", "required"),
         ("   ", "required"),
+        (" \ufeff\n", "required"),  # white space only (the BOM is white space to ECMA too)
+        ("a\u0000b", "must not contain control characters"),  # PostgreSQL cannot store a NUL
+        ("a\u0007", "must not contain control characters"),
+        ("a\u0088", "must not contain control characters"),  # C1 too
         (7, "must be a string"),
         ("x" * 501, "must be at most 500 characters"),
     ],
@@ -349,3 +356,53 @@ def test_marks_compare_as_sets_of_rows_with_the_carried_level():
     assert not same_marks(a, "2|2025-10-03:5:4,2025-10-07:4:5")
     assert not same_marks(a, None) and not same_marks(None, a) and same_marks(None, None)
     assert not same_marks("0|", "0|2025-10-01:0:0")
+
+
+def test_a_reason_keeps_its_line_breaks(history):
+    close(history)
+    assert reopen(history, reason="Late CDRs:\n\tacme, globex").status_code == 200
+    db.session.rollback()
+    assert db.session.scalar(select(MonthClose.reopen_reason)) == "Late CDRs:\n\tacme, globex"
+
+
+def test_a_closed_month_seen_as_current_again_computes_from_the_history(history, app):
+    """Closed early on the 1st of November (UTC); REPORT_TIMEZONE then moved west, where it is
+    still October: October is the current month to date again there (here its 30th), and
+    that partial period answers from the history, not from the stored whole-month figures."""
+    month_close.close_month(
+        Principal.cli(), month_close.MonthRequest(MONTH, YEAR), today=date(2025, 11, 1)
+    )
+    app.config["REPORT_TIMEZONE"] = "America/New_York"
+    scope = reports.parse_scope({"month": MONTH, "year": YEAR})
+    answer = reports.answer(Principal.cli(), "ddi", scope, today=date(2025, 10, 30))
+    assert answer["period"] == {"year": YEAR, "month": MONTH, "closed": False}
+    assert len(answer["values"][ACME]["dates"]) == 30
+
+
+def test_a_close_waiting_too_long_for_an_import_answers_409(history, app, monkeypatch):
+    """PostgreSQL: a close waits for a running history import (its lock) at most
+    LOCK_WAIT_SECONDS, then answers 409 and changes nothing."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite writers take turns at the write lock")
+    monkeypatch.setattr(month_close, "LOCK_WAIT_SECONDS", 1)
+    before = state()
+    with db.engine.connect() as importer:
+        importer.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
+        response = close(history)
+        importer.rollback()
+    assert response.status_code == 409, response.get_json()
+    assert "Try again" in response.get_json()["error"]["message"]
+    assert state() == before
+    assert close(history).status_code == 200
+
+
+def test_the_openapi_reason_pattern_says_what_the_service_checks():
+    import re as regex
+
+    pattern = regex.compile(month_close.REASON_PATTERN)
+    for reason in ("late CDRs", "line one\nline two\t", "  x  ", "ünïcödé ✓"):
+        assert pattern.match(reason) and month_close.parse_reason(reason) == reason
+    for reason in ("", "   ", "\n\t", "a\u0000b", "a\u0088", "\u0007"):
+        assert not pattern.match(reason)
+        with pytest.raises(Invalid):
+            month_close.parse_reason(reason)

@@ -113,7 +113,7 @@ def test_close_after_confirmation_then_reopen_with_a_reason(world):
     )
     assert refused.status_code == 400
     field = soup(refused).find(id="reason-error")
-    assert field is not None and field.get_text() == "required"
+    assert field is not None and field.get_text().startswith("Say why the month is reopened")
     assert "Closed" in state_of(root).h2.get_text()
     done = root.post(
         f"/reports/months/{LABEL}/reopen",
@@ -197,7 +197,10 @@ def test_changes_since_the_close_fragment_and_page(world):
     rows = page.find(id="changes-table").tbody.find_all("tr")
     assert len(rows) == 1
     cells = [td.get_text(" ", strip=True) for td in rows[0].find_all("td")]
-    assert cells[0] == INITECH
+    assert cells[0] == f"Initech {INITECH}"  # its name, linked to its month
+    links = rows[0].find_all("a")
+    assert links[0]["href"].startswith("/reports/ddis?company=initech")
+    assert links[1]["href"] == "/reports/ddis/day?company=initech&date=2025-10-03"
     assert "2025-10-03: 0 → 1" in cells[1] and "2025-10-05: 0 → 1" in cells[1]
     assert cells[2:] == ["0", "3"]
     full = root.get(url)
@@ -284,3 +287,27 @@ def test_a_closed_days_page_shows_the_stored_figure_beside_the_peak_now(world):
     assert note.strong.get_text() == "0" and "change since the close" in note.get_text()
     peak = soup(root.get(url, query_string=query)).find(attrs={"data-peak": True})
     assert peak.get_text() == "1"
+
+
+def test_a_month_that_cannot_be_closed_or_reopened_says_so_without_a_button(world):
+    root = world.browser("root")
+    now = datetime.now(UTC)
+    for label, status, words in (
+        (f"{now.year:04d}-{now.month:02d}", 400, "has not ended"),
+        (f"{now.year + 1:04d}-01", 400, "in the future"),
+    ):
+        page = root.get(f"/reports/months/{label}/close")
+        assert page.status_code == status
+        assert words in soup(page).find(id="close-error").get_text()
+        assert soup(page).find(id="close-confirm") is None
+    # An open month has nothing to reopen.
+    page = root.get(f"/reports/months/{LABEL}/reopen")
+    assert page.status_code == 409 and soup(page).find(id="reopen-error") is not None
+    assert soup(page).find(id="reopen-confirm") is None
+    close_through_page(root)
+    page = root.get(f"/reports/months/{LABEL}/close")
+    assert (
+        page.status_code == 409 and "already closed" in soup(page).find(id="close-error").get_text()
+    )
+    assert soup(page).find(id="close-confirm") is None
+    assert soup(root.get(f"/reports/months/{LABEL}/reopen")).find(id="reopen-confirm") is not None

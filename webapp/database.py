@@ -27,7 +27,7 @@ from .services.errors import Conflict
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
-RETRYABLE_SQLSTATES = {"40P01", "40001"}
+RETRYABLE_SQLSTATES = {"40P01", "40001", "55P03"}  # 55P03: a lock_timeout ran out
 
 
 def configure_engine(engine: Engine) -> None:

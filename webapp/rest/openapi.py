@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import jsonify
 
-from ..services import ddis, record_query, records
+from ..services import ddis, month_close, record_query, records
 from ..services.errors import ERROR_CODES
 from ..services.fields import FORMATS, Part
 from ..services.reports import ANSWER_KEYS as REPORT_TOTALS
@@ -183,7 +183,16 @@ def _month_close_paths(paths: dict[str, Any]) -> None:
             "reopenMonth",
             "Reopen a closed month, with a reason (System-Admin)",
             month_scope,
-            {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+            {
+                "reason": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 500,
+                    "pattern": month_close.REASON_PATTERN,
+                    "description": "Why the month is reopened: not only white space, no "
+                    "control character but line breaks and tabs.",
+                }
+            },
             period_answer,
         ),
         (
@@ -197,7 +206,8 @@ def _month_close_paths(paths: dict[str, Any]) -> None:
     for name, summary, scope, extra, answer in operations:
         body = {
             "type": "object",
-            "required": ["type", "scope", *extra],
+            # readAdjustments without a scope asks about the current month: never closed, 409.
+            "required": ["type", *([] if name == "readAdjustments" else ["scope"]), *extra],
             "additionalProperties": False,
             "properties": {"type": {"const": "cdr"}, "scope": scope, **extra},
         }

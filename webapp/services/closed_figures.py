@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
+from ..database import utcnow
 from ..models import ClosedFigures, Company, MonthClose
 from . import periods
 
@@ -76,6 +77,11 @@ def decode(text: str) -> list[int]:
     return [int(v) for v in text.split(",")] if text else []
 
 
+def from_row(row: MonthClose) -> Close:
+    """A close as read, from its row (flushed: it has its id)."""
+    return _close(row)
+
+
 def _close(row: MonthClose) -> Close:
     return Close(
         id=row.id,
@@ -132,9 +138,14 @@ def every_latest(session: Session) -> list[Close]:
 
 def closing(session: Session, period: periods.Period) -> Close | None:
     """The close whose figures answer for `period`: its month's latest close while closed, for a
-    period that is a whole month (the current month to date is never closed)."""
+    period that is the whole month: a period of part of it (the month to date, when a change of
+    REPORT_TIMEZONE makes a closed month current again) computes from the history."""
+    if period.end > utcnow():  # its last day is not over: the month to date
+        return None
     close = latest(session, period.year, period.month)
-    return close if close is not None and close.closed else None
+    if close is None or not close.closed or len(close.day_totals["ddi"]) != len(period.days):
+        return None
+    return close
 
 
 def lists(

@@ -45,14 +45,18 @@ def lock_table(session: Session) -> None:
         session.execute(text("LOCK TABLE history_intervals IN SHARE ROW EXCLUSIVE MODE"))
 
 
-def exclude_table_lockers(session: Session) -> None:
+def exclude_table_lockers(session: Session, wait_seconds: int) -> None:
     """On PostgreSQL, wait for and then keep out `lock_table`'s holders (imports, rebuilds)
     until commit, while live writers go on: SHARE UPDATE EXCLUSIVE conflicts with SHARE ROW
     EXCLUSIVE and with itself, not with the ROW EXCLUSIVE of inserts and updates. A month
     close takes it as its first statement, so its snapshot is taken after any import commits
-    and an import that waits for it sees the close (and warns)."""
+    and an import that waits for it sees the close (and warns). Waiting longer than
+    `wait_seconds` (a long import running) fails with a lock timeout, which write_transaction
+    answers as a Conflict: try again."""
     if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(f"SET LOCAL lock_timeout = '{int(wait_seconds)}s'"))
         session.execute(text("LOCK TABLE history_intervals IN SHARE UPDATE EXCLUSIVE MODE"))
+        session.execute(text("SET LOCAL lock_timeout = 0"))
 
 
 def open_intervals(

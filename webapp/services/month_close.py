@@ -31,6 +31,13 @@ from .fields import parse_int
 
 KINDS = ("ddi", "user")
 REASON_MAX = 500
+_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
+CONTROL = re.compile(f"[{_CONTROLS}]")
+# A reason as a JSON Schema (ECMA) pattern: no control character, something not white space.
+REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
+# How long a close waits for a history import or rollup rebuild to finish (PostgreSQL) before
+# answering 409 "try again" instead of hanging.
+LOCK_WAIT_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -71,13 +78,18 @@ def parse_label(text: str) -> MonthRequest:
 
 
 def parse_reason(value: Any) -> str:
-    """A reopening's reason: text of 1 to 500 characters, not only spaces (kept as given)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
+    """A reopening's reason: text of 1 to 500 characters, not only white space, with no
+    control character but line breaks and tabs (a NUL cannot be stored on PostgreSQL); kept as
+    given. REASON_PATTERN says the same for the OpenAPI document."""
+    if value is not None and not isinstance(value, str):
+        raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
+    if not value or all(ch.isspace() or ch == "\ufeff" for ch in value):
         raise Invalid(
             "'reason' is required: say why the month is reopened.", {"reason": "required"}
         )
-    if not isinstance(value, str):
-        raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
+    if CONTROL.search(value):
+        why = "must not contain control characters"
+        raise Invalid(f"'reason' {why}.", {"reason": why})
     if len(value) > REASON_MAX:
         why = f"must be at most {REASON_MAX} characters"
         raise Invalid(f"'reason' {why}.", {"reason": why})
@@ -102,6 +114,17 @@ def ended_period(request: MonthRequest, today: date | None = None) -> periods.Pe
     return period
 
 
+def check_closable(principal: Principal, request: MonthRequest, today: date | None = None) -> None:
+    """What close_month would refuse before computing anything (permission, a month not ended,
+    a closed month), for a page that should not offer a Close it would refuse."""
+    principal.require_close_months()
+    period = ended_period(request, today)
+    close = closed_figures.latest(db.session(), period.year, period.month)
+    if close is not None and close.closed:
+        label = f"{period.year:04d}-{period.month:02d}"
+        raise Conflict(f"{label} is already closed (version {close.version}).")
+
+
 def close_month(principal: Principal, request: MonthRequest, today: date | None = None) -> Close:
     """Close an ended month: store both reports, every company, as they are now.
 
@@ -116,7 +139,7 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
         with write_transaction(snapshot=True) as session:
             # Before the first read, which takes the snapshot: a history import is wholly
             # before the close (in its figures) or wholly after it (and then warns).
-            history.exclude_table_lockers(session)
+            history.exclude_table_lockers(session, wait_seconds=LOCK_WAIT_SECONDS)
             previous = closed_figures.latest(session, period.year, period.month)
             if previous is not None and previous.closed:
                 raise Conflict(f"{label} is already closed (version {previous.version}).")
@@ -135,6 +158,7 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
             session.flush()  # claims the version: a concurrent close of the month fails here
             row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
             row.user_days = closed_figures.encode(_store(row, "user", period))
+            done = closed_figures.from_row(row)  # the answer: what this close stored
             detail = f"version {row.version}, figures in {row.timezone}"
             audit.record(
                 session,
@@ -144,12 +168,9 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
                     )
                 ],
             )
-            close_id = row.id
     except IntegrityError:
         raise Conflict(f"{label} was closed by a concurrent request.") from None
-    close = closed_figures.latest(db.session(), period.year, period.month)
-    assert close is not None and close.id == close_id
-    return close
+    return done
 
 
 def _rollups_ready() -> bool:

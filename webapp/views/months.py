@@ -8,7 +8,7 @@ months may be closed, what changed. These views parse the address, render, and r
 from __future__ import annotations
 
 import calendar
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
@@ -16,6 +16,7 @@ from flask_login import login_required
 from flask_wtf import FlaskForm
 from wtforms import TextAreaField
 
+from ..access import Principal
 from ..extensions import db
 from ..services import closed_figures, month_close, reports
 from ..services.errors import Conflict, Invalid, ServiceError
@@ -26,6 +27,11 @@ from .forms import ConfirmForm, apply_field_errors
 bp = Blueprint("months", __name__, url_prefix="/reports/months")
 
 CHANGES_SHOWN = 100  # companies the changes table lists; the API has them all
+# The reopen form speaks of its field; the service words its messages for the API's `fields`.
+REASON_MESSAGES = {
+    "required": "Say why the month is reopened: it is kept in the audit log.",
+    "must not contain control characters": "Use plain text: no control characters.",
+}
 KIND_PAGES = {"ddi": "reports.ddis", "user": "reports.users"}
 
 
@@ -33,6 +39,11 @@ class ReopenForm(FlaskForm):
     reason = TextAreaField(
         "Reason", render_kw={"maxlength": month_close.REASON_MAX, "rows": 3, "required": True}
     )
+
+
+def when(moment: datetime) -> str:
+    """A stored instant as the pages show it: 2026-11-02 08:00 UTC."""
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def month_name(year: int, month: int) -> str:
@@ -58,7 +69,7 @@ def panel(kind: str, year: int, month: int, running: bool, selected: list[str]) 
         "running": running,
         "close": close_,
         "closed": closed,
-        "timestamp": closed_figures.timestamp,
+        "timestamp": when,
         "months_url": url_for("months.index"),
         "close_url": url_for("months.close", label=label, back=back)
         if not running and not closed and me.may_close_months
@@ -97,9 +108,7 @@ def closed_day(kind: str, company: str, day: date) -> dict[str, int] | None:
 def index():
     me = principal()
     rows = month_close.months(me)
-    return render_template(
-        "months/index.html", rows=rows, month_name=month_name, timestamp=closed_figures.timestamp
-    )
+    return render_template("months/index.html", rows=rows, month_name=month_name, timestamp=when)
 
 
 @bp.route("/<label>/close", methods=["GET", "POST"])
@@ -110,7 +119,12 @@ def close(label: str):
     wanted, year = _month(label)
     form = ConfirmForm()
     error, status = None, 200
-    if form.validate_on_submit():
+    if request.method == "GET":
+        try:  # a month that cannot be closed gets no Close button, only the reason
+            month_close.check_closable(me, wanted)
+        except (Invalid, Conflict) as exc:
+            error, status = exc.message, exc.status
+    elif form.validate_on_submit():
         try:
             done = month_close.close_month(me, wanted)
         except (Invalid, Conflict) as exc:
@@ -125,7 +139,13 @@ def close(label: str):
         error, status = "The form has expired; try again.", 400
     name = month_name(year, wanted.month)
     html = render_template(
-        "months/close.html", form=form, name=name, label=label, back=_back(wanted), error=error
+        "months/close.html",
+        form=form,
+        name=name,
+        label=label,
+        back=_back(wanted),
+        error=error,
+        closable=not (request.method == "GET" and error),
     )
     return html, status
 
@@ -145,20 +165,23 @@ def reopen(label: str):
             if exc.status not in (400, 409):
                 raise
             apply_field_errors(form, exc)
+            form.reason.errors = [REASON_MESSAGES.get(e, e) for e in form.reason.errors]
             status = exc.status
         else:
             flash(f"{month_name(done.year, done.month)} is open again.", "success")
             return redirect(_back(wanted))
     close_ = closed_figures.latest(db.session(), year, wanted.month)
-    name = month_name(year, wanted.month)
+    if request.method == "GET" and (close_ is None or not close_.closed):
+        status = 409  # nothing to reopen: the page says so, without the form
     html = render_template(
         "months/reopen.html",
         form=form,
-        name=name,
+        name=month_name(year, wanted.month),
+        reopenable=close_ is not None and close_.closed,
         label=label,
         back=_back(wanted),
         close=close_,
-        timestamp=closed_figures.timestamp,
+        timestamp=when,
     )
     return html, status
 
@@ -176,33 +199,41 @@ def changes(label: str):
     companies = request.args.getlist("company") or None
     scope = reports.ReportRequest(companies, wanted.month, wanted.year)
     answer = month_close.adjustments(me, scope, kinds=(kind,))
-    context = changes_context(kind, answer)
+    context = changes_context(me, kind, answer)
     context["report_url"] = _report_url(wanted, kind)
     template = "months/_changes.html" if is_htmx() else "months/changes.html"
     return render_template(template, **context)
 
 
-def changes_context(kind: str, answer: dict[str, Any]) -> dict[str, Any]:
+def changes_context(me: Principal, kind: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The changes table: per company (the first CHANGES_SHOWN) its name, a link to its month
+    and each changed day, closed → now, linked to the day's records."""
     month_key = reports.ANSWER_KEYS[kind][1]
-    rows = []
-    for company, kinds in answer["values"].items():
-        entry = kinds.get(kind)
-        if entry is None:
-            continue
-        rows.append(
-            {
-                "company": company,
-                "days": [(day, v["closed"], v["now"]) for day, v in entry["dates"].items()],
-                "closed": entry[month_key]["closed"],
-                "now": entry[month_key]["now"],
-            }
-        )
     period = answer["period"]
+    changed = [(c, kinds[kind]) for c, kinds in answer["values"].items() if kind in kinds]
+    shown = changed[:CHANGES_SHOWN]
+    names = dict(reports.visible_companies(me, [c for c, _ in shown])) if shown else {}
+    page, day_page = KIND_PAGES[kind], f"{KIND_PAGES[kind]}_day"
+    rows = [
+        {
+            "company": company,
+            "name": names.get(company, company),
+            "month_url": url_for(page, company=company, year=period["year"], month=period["month"]),
+            "days": [
+                (day, v["closed"], v["now"], url_for(day_page, company=company, date=day))
+                for day, v in entry["dates"].items()
+            ],
+            "closed": entry[month_key]["closed"],
+            "now": entry[month_key]["now"],
+        }
+        for company, entry in shown
+    ]
     return {
         "kind": kind,
         "noun": "DDIs" if kind == "ddi" else "phone users",
-        "rows": rows[:CHANGES_SHOWN],
-        "changed": len(rows),
+        "noun_singular": "DDI" if kind == "ddi" else "phone-user",
+        "rows": rows,
+        "changed": len(changed),
         "name": month_name(period["year"], period["month"]),
         "period": period,
     }
