@@ -70,8 +70,10 @@ def _close_and_backfill(database_url: str) -> tuple[int, int]:
         for n, (company, day, count) in enumerate(
             [("c00001", 3, 40), ("c00001", 4, 40), ("c00002", 12, 7), ("c00007", 27, 15)]
         ):
-            start = f"{year:04d}-{month:02d}-{day:02d}T09:00:00Z"
-            end = f"{year:04d}-{month:02d}-{day:02d}T17:00:00Z"
+            # Whole days: a large company's level climbs all day, so only DDIs active all day
+            # surely raise its peak.
+            start = f"{year:04d}-{month:02d}-{day:02d}T00:00:00Z"
+            end = f"{year:04d}-{month:02d}-{day + 1:02d}T00:00:00Z"
             rows += [f"ddi,{company},44:2999{n:02d}{i:05d},{start},{end}" for i in range(count)]
         history_import.import_csv(operator, "\n".join(rows) + "\n", source="late-cdrs.csv")
         db.session.remove()
