@@ -15,6 +15,8 @@ from webapp.services import reports
 from .factories import ACME, GLOBEX, add_history
 from .test_cli import assert_one_line_error
 
+pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
+
 
 @pytest.fixture
 def history(factory):
