@@ -193,12 +193,13 @@ def flask(app, tmp_path):
     }
     root = Path(__file__).resolve().parent.parent
 
-    def run_flask(*args: str) -> subprocess.CompletedProcess:
+    def run_flask(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         db.session.rollback()  # let the subprocess see and write a fresh state
         return subprocess.run(
             [sys.executable, "-m", "flask", "--app", "app", *args],
             cwd=root,
             env=env,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=120,

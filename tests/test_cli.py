@@ -20,31 +20,6 @@ pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def flask(app, tmp_path):
-    """Run `flask --app app ARGS…` against the test database; returns the CompletedProcess."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
-        "INSTANCE_PATH": str(tmp_path),
-        "SECRET_KEY": "cli-test",
-    }
-
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        db.session.rollback()  # let the subprocess see and write a fresh state
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "app", *args],
-            cwd=ROOT,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    return run
-
-
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
     assert result.returncode != 0
     assert "Traceback" not in result.stderr

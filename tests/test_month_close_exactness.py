@@ -166,10 +166,11 @@ def figures(history: dict[str, Intervals], days) -> Figures:
 
 
 def expected_adjustments(closed: Figures, now: Figures) -> dict[str, Any]:
-    """readAdjustments' values from the oracle: every company and kind whose figures differ,
-    with the days that differ and both month totals."""
+    """readAdjustments' values for figures `closed` and `now` ({kind: {company: {day:
+    value}}}): every company and kind whose figures differ, with the days that differ and both
+    month totals."""
     expected: dict[str, Any] = {}
-    for company in COMPANIES:
+    for company in sorted(closed["ddi"]):
         for kind in KINDS:
             before, after = closed[kind][company], now[kind][company]
             if before == after:

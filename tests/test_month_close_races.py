@@ -12,11 +12,8 @@ History is October 2025 (ended), naive UTC, REPORT_TIMEZONE UTC.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -30,7 +27,8 @@ from webapp.models import AuditEntry, ClosedFigures, MonthClose
 from webapp.services import history_import, month_close, reports
 
 from .factories import add_history
-from .test_races import in_parallel
+from .test_month_close_exactness import expected_adjustments
+from .test_races import in_parallel, post_json
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +40,7 @@ MONTH_KEYS = {"ddi": "billableDDIDaysForMonth", "user": "billableUserDaysForMont
 
 
 def call(base: str, token: str, path: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        f"{base}/rest/call/{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post_json(base, token, f"/rest/call/{path}", body)
 
 
 def assert_conflict(body: dict) -> None:
@@ -93,25 +81,12 @@ def read_adjustments() -> dict[str, Any]:
 
 
 def differences(closed: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]]):
-    """What readAdjustments must answer for figures `closed` and history giving `now`."""
-    expected: dict[str, Any] = {}
-    for company in sorted(closed["ddi"]):
-        for kind in KINDS:
-            before, after = closed[kind][company]["dates"], now[kind][company]["dates"]
-            if before == after:
-                continue
-            expected.setdefault(company, {})[kind] = {
-                "dates": {
-                    day: {"closed": before[day], "now": after[day]}
-                    for day in before
-                    if before[day] != after[day]
-                },
-                MONTH_KEYS[kind]: {
-                    "closed": closed[kind][company][MONTH_KEYS[kind]],
-                    "now": now[kind][company][MONTH_KEYS[kind]],
-                },
-            }
-    return expected
+    """What readAdjustments must answer for reports `closed` and history giving `now`."""
+
+    def days(answers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {kind: {c: e["dates"] for c, e in answers[kind].items()} for kind in KINDS}
+
+    return expected_adjustments(days(closed), days(now))
 
 
 @pytest.fixture

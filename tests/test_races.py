@@ -19,8 +19,13 @@ DDI = {"dialcode": "44", "number": "2071234567", "virt_exten": "100", "company":
 
 
 def post(base: str, token: str, op: str, body: dict) -> tuple[int, dict]:
+    return post_json(base, token, f"/rest/ops/{op}/", body)
+
+
+def post_json(base: str, token: str, path: str, body: dict) -> tuple[int, dict]:
+    """POST a JSON body with a Bearer token to a real server; (status, JSON answer)."""
     request = urllib.request.Request(
-        f"{base}/rest/ops/{op}/",
+        f"{base}{path}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
         method="POST",

@@ -112,6 +112,22 @@ def _ok(schema: dict[str, Any]) -> dict[str, Any]:
     return {"200": {"description": "success", "content": {"application/json": {"schema": schema}}}}
 
 
+def _report_scope() -> dict[str, Any]:
+    """A report's `scope`: companies, month and year, all optional."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        # A year names a month of that year: it needs the month.
+        "if": {"properties": {"year": {"type": "integer"}}, "required": ["year"]},
+        "then": {"properties": {"month": {"type": "integer"}}, "required": ["month"]},
+        "properties": {
+            "company": _or_null({"type": "array", "items": _ref("company")}),
+            "month": _or_null({"type": "integer", "minimum": 1, "maximum": 12}),
+            "year": _or_null({"type": "integer", "minimum": 1970, "maximum": 9999}),
+        },
+    }
+
+
 def _month_close_paths(paths: dict[str, Any]) -> None:
     """closeMonth, reopenMonth and readAdjustments (docs/month-close.md)."""
     month = {"type": "integer", "minimum": 1, "maximum": 12}
@@ -123,17 +139,7 @@ def _month_close_paths(paths: dict[str, Any]) -> None:
         "properties": {"month": month, "year": year},
     }
     # readAdjustments takes a report's scope (no month: the current one, never closed: 409).
-    report_scope = {
-        "type": "object",
-        "additionalProperties": False,
-        "if": {"properties": {"year": {"type": "integer"}}, "required": ["year"]},
-        "then": {"properties": {"month": {"type": "integer"}}, "required": ["month"]},
-        "properties": {
-            "company": _or_null({"type": "array", "items": _ref("company")}),
-            "month": _or_null(month),
-            "year": year,
-        },
-    }
+    report_scope = _report_scope()
     period_answer = {
         "type": "object",
         "required": ["result", "period"],
@@ -327,18 +333,7 @@ def document() -> dict[str, Any]:
                 "values": {"type": "object", "additionalProperties": entry},
             },
         }
-        scope = {
-            "type": "object",
-            "additionalProperties": False,
-            # A year names a month of that year: it needs the month.
-            "if": {"properties": {"year": {"type": "integer"}}, "required": ["year"]},
-            "then": {"properties": {"month": {"type": "integer"}}, "required": ["month"]},
-            "properties": {
-                "company": _or_null({"type": "array", "items": _ref("company")}),
-                "month": _or_null({"type": "integer", "minimum": 1, "maximum": 12}),
-                "year": _or_null({"type": "integer", "minimum": 1970, "maximum": 9999}),
-            },
-        }
+        scope = _report_scope()
         body = {
             "type": "object",
             "required": ["type"],

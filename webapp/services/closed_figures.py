@@ -9,7 +9,7 @@ first. services/month_close.py writes what is read here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -118,34 +118,41 @@ def latest_of(session: Session, months: list[tuple[int, int]]) -> dict[tuple[int
     query = select(MonthClose).where(
         tuple_(MonthClose.year, MonthClose.month).in_(sorted(set(months)))
     )
+    return _latest_per_month(session.scalars(query))
+
+
+def every_latest(session: Session) -> list[Close]:
+    """Every month ever closed, its latest close each, newest month first."""
+    found = _latest_per_month(session.scalars(select(MonthClose)))
+    return [found[key] for key in sorted(found, reverse=True)]
+
+
+def _latest_per_month(rows: Iterable[MonthClose]) -> dict[tuple[int, int], Close]:
     found: dict[tuple[int, int], Close] = {}
-    for row in session.scalars(query):
+    for row in rows:
         key = (row.year, row.month)
         if key not in found or found[key].version < row.version:
             found[key] = _close(row)
     return found
 
 
-def every_latest(session: Session) -> list[Close]:
-    """Every month ever closed, its latest close each, newest month first."""
-    found: dict[tuple[int, int], Close] = {}
-    for row in session.scalars(select(MonthClose)):
-        key = (row.year, row.month)
-        if key not in found or found[key].version < row.version:
-            found[key] = _close(row)
-    return [found[key] for key in sorted(found, reverse=True)]
+def serves(close: Close | None, days: Sequence[periods.Day]) -> bool:
+    """Whether the close's stored figures answer for these days of its month: it is closed,
+    they are the whole month, and the last of them is over. A part of the month (the month to
+    date, when a change of REPORT_TIMEZONE makes a closed month current again) computes from
+    the history."""
+    return (
+        close is not None
+        and close.closed
+        and len(close.day_totals["ddi"]) == len(days)
+        and days[-1].end <= utcnow()
+    )
 
 
 def closing(session: Session, period: periods.Period) -> Close | None:
-    """The close whose figures answer for `period`: its month's latest close while closed, for a
-    period that is the whole month: a period of part of it (the month to date, when a change of
-    REPORT_TIMEZONE makes a closed month current again) computes from the history."""
-    if period.end > utcnow():  # its last day is not over: the month to date
-        return None
+    """The close whose figures answer for `period` (`serves`), if any."""
     close = latest(session, period.year, period.month)
-    if close is None or not close.closed or len(close.day_totals["ddi"]) != len(period.days):
-        return None
-    return close
+    return close if serves(close, period.days) else None
 
 
 def lists(

@@ -371,6 +371,27 @@ def status(today: date | None = None) -> list[Status]:
     return found
 
 
+def latest_close(principal: Principal, year: int, month: int) -> Close | None:
+    """The month's latest close, reopened or not (None: never closed), for a report reader:
+    a month's state is not company data."""
+    principal.require_report()
+    return closed_figures.latest(db.session(), year, month)
+
+
+def closed_day(
+    principal: Principal, kind: str, company: str, day: date
+) -> tuple[Close, int] | None:
+    """For a day of a closed month, its close and the figure it stored for the company that
+    day (None: the month is open, or the company is not the principal's to report on)."""
+    if not principal.may_report_on(company):
+        return None
+    close = latest_close(principal, day.year, day.month)
+    if close is None or not close.closed:
+        return None
+    stored = closed_figures.lists(db.session(), close, kind, [company]).get(company)
+    return close, stored[day.day - 1] if stored else 0
+
+
 @dataclass(frozen=True)
 class MonthState:
     year: int

@@ -37,7 +37,6 @@ from sqlalchemy.sql.elements import Over
 from sqlalchemy.sql.functions import FunctionElement
 
 from ..access import Principal, within
-from ..database import utcnow
 from ..extensions import db
 from ..models import Company, HistoryInterval
 from . import closed_figures, periods, rollup_sums, rollups
@@ -284,12 +283,12 @@ def peak_lists(
     for i, d in enumerate(period.days):
         months.setdefault((d.day.year, d.day.month), []).append(i)
     closes = closed_figures.latest_of(db.session(), list(months))
-    now = utcnow()
     for key, indexes in months.items():
         close = closes.get(key)
-        whole = len(indexes) == len(close.day_totals[kind]) if close else False
-        if close is None or not close.closed or not whole or period.days[indexes[-1]].end > now:
-            continue  # open, or only part of the month in the run, or a month not over
+        if close is None or not closed_figures.serves(
+            close, period.days[indexes[0] : indexes[-1] + 1]
+        ):
+            continue
         stored = closed_figures.lists(db.session(), close, kind, companies)
         first = indexes[0]
         for company in result.keys() | stored.keys():

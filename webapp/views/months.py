@@ -17,8 +17,7 @@ from flask_wtf import FlaskForm
 from wtforms import TextAreaField
 
 from ..access import Principal
-from ..extensions import db
-from ..services import closed_figures, month_close, reports
+from ..services import month_close, reports
 from ..services.errors import Conflict, Invalid, ServiceError
 from .auth import safe_next
 from .common import is_htmx, principal
@@ -63,7 +62,7 @@ def panel(kind: str, year: int, month: int, running: bool, selected: list[str]) 
     me = principal()
     label = f"{year:04d}-{month:02d}"
     back = request.full_path.rstrip("?")
-    close_ = None if running else closed_figures.latest(db.session(), year, month)
+    close_ = None if running else month_close.latest_close(me, year, month)
     closed = close_ is not None and close_.closed
     return {
         "running": running,
@@ -96,11 +95,8 @@ def _back(request_: month_close.MonthRequest) -> str:
 def closed_day(kind: str, company: str, day: date) -> dict[str, int] | None:
     """For a day of a closed month: the close's version and the figure it stored for the
     company that day (the day page shows it beside the peak the history gives now)."""
-    close_ = closed_figures.latest(db.session(), day.year, day.month)
-    if close_ is None or not close_.closed:
-        return None
-    stored = closed_figures.lists(db.session(), close_, kind, [company]).get(company)
-    return {"version": close_.version, "value": stored[day.day - 1] if stored else 0}
+    found = month_close.closed_day(principal(), kind, company, day)
+    return None if found is None else {"version": found[0].version, "value": found[1]}
 
 
 @bp.get("")
@@ -170,7 +166,7 @@ def reopen(label: str):
         else:
             flash(f"{month_name(done.year, done.month)} is open again.", "success")
             return redirect(_back(wanted))
-    close_ = closed_figures.latest(db.session(), year, wanted.month)
+    close_ = month_close.latest_close(me, year, wanted.month)
     if request.method == "GET" and (close_ is None or not close_.closed):
         status = 409  # nothing to reopen: the page says so, without the form
     html = render_template(
