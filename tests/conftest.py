@@ -21,7 +21,7 @@ from werkzeug.serving import make_server
 from webapp import create_app
 from webapp.database import utcnow
 from webapp.extensions import db, limiter
-from webapp.models import RollupState
+from webapp.models import EventCounter, RollupState
 
 from .databases import postgres_database
 from .factories import BASIC_ROLES, COMPANIES, Factory, World
@@ -97,6 +97,8 @@ def _empty_all_tables() -> None:
     with db.engine.begin() as conn:
         for table in reversed(db.metadata.sorted_tables):
             conn.execute(table.delete())
+        # The one row migration 0013 puts in event_counter (events get their ids from it).
+        conn.execute(EventCounter.__table__.insert(), [{"id": 1, "last_id": 0}])
         zone = current_app.config["REPORT_TIMEZONE"]
         conn.execute(
             RollupState.__table__.insert(),

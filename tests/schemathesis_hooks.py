@@ -68,6 +68,11 @@ def _import_file(text: str) -> str:
 def map_body(context, body):
     if isinstance(body, str) and context.operation.path.endswith("/import/"):
         return _import_file(body)
+    if isinstance(body, dict) and context.operation.path.endswith("/events/read"):
+        # A long poll waits up to 30 s when no event comes: the same checks, without the wait.
+        wait = body.get("wait")
+        if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 30:
+            body["wait"] = 0
     if isinstance(body, dict) and isinstance(body.get("scope"), dict):
         _past_year(body["scope"])
     if isinstance(body, dict):

@@ -151,6 +151,16 @@ class Principal:
         if not self.may_close_months:
             raise Forbidden("Only a System-Admin or Billing Call-Summary may close a month.")
 
+    # --- change events -----------------------------------------------------------------------
+    def event_companies(self) -> CompanyScope:
+        """Companies whose change events the principal may read (docs/events.md): a
+        System-Admin every company, a Company-Admin those it administers."""
+        return self.pickable_companies()
+
+    def require_events(self) -> None:
+        if not self.is_admin:
+            raise Forbidden("Only a System-Admin or a Company-Admin may read the change events.")
+
     # --- the audit log -----------------------------------------------------------------------
     @property
     def may_audit(self) -> bool:

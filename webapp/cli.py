@@ -296,3 +296,7 @@ def register_cli(app: Flask) -> None:
         billing_cli,
     ):
         app.cli.add_command(group)
+    from .events_cli import events_cli, webhooks_cli
+
+    app.cli.add_command(webhooks_cli)
+    app.cli.add_command(events_cli)

@@ -73,4 +73,6 @@ def default_config(instance_path: Path) -> dict[str, object]:
         "PREFERRED_URL_SCHEME": "https" if https else "http",
         "HTTPS": https,
         "PASSWORD_HASH_METHOD": "scrypt",
+        # `flask events prune` deletes change events (and webhook attempts) older than this.
+        "EVENTS_RETENTION_DAYS": os.environ.get("EVENTS_RETENTION_DAYS", "90"),
     }

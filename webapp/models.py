@@ -413,3 +413,114 @@ class ClosedFigures(Model):
     total: Mapped[int] = mapped_column(BigInteger)
     days: Mapped[str] = mapped_column(Text)
     marks: Mapped[str | None] = mapped_column(Text)
+
+
+class EventCounter(Model):
+    """One row: the id of the last event committed (services/events.py). Taken with an UPDATE
+    as the last statement of a transaction that records events, so ids follow commit order."""
+
+    __tablename__ = "event_counter"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class EventTxn(Model):
+    """The events of one write transaction: ids `first_id` to `last_id`, given at its end.
+
+    NULL ids only inside the transaction that records them: every committed row has both."""
+
+    __tablename__ = "event_txns"
+    __table_args__ = (
+        Index("ix_event_txns_last_id", "last_id", unique=True),
+        Index("ix_event_txns_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_id: Mapped[int | None] = mapped_column(BigInteger)
+    last_id: Mapped[int | None] = mapped_column(BigInteger)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    actor: Mapped[str] = mapped_column(String(80))
+
+
+class Event(Model):
+    """One change of a DDI or phone user; its id is its transaction's first_id + seq."""
+
+    __tablename__ = "events"
+    # A Company-Admin's feed and a webhook's company filter: one index range per side of a
+    # move (the other side only for moves, so that index holds moves only).
+    __table_args__ = (
+        Index("ix_events_company", "company", "txn_id"),
+        Index(
+            "ix_events_other_company",
+            "other_company",
+            "txn_id",
+            postgresql_where=literal_column("other_company IS NOT NULL"),
+            sqlite_where=literal_column("other_company IS NOT NULL"),
+        ),
+    )
+
+    txn_id: Mapped[int] = mapped_column(
+        ForeignKey("event_txns.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    type: Mapped[str] = mapped_column(String(16))
+    company: Mapped[str | None] = mapped_column(COMPANY_ID)
+    other_company: Mapped[str | None] = mapped_column(COMPANY_ID)  # a move's old company
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class Webhook(Model):
+    """A receiver of events (services/webhooks.py, services/delivery.py).
+
+    `cursor`: the id of the last event handled (delivered or given up); events after it that
+    match `event_types` and `companies` (comma lists; NULL: all) are still to deliver, in order.
+    `head_event`, `head_attempts` and `next_attempt_at`: the retry state of the next event to
+    deliver (a queued redelivery first, else the first matching event after `cursor`).
+    `secret`: the signing key ('whsec_…'), kept because every delivery is signed with it;
+    shown once at creation."""
+
+    __tablename__ = "webhooks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    secret: Mapped[str] = mapped_column(String(100))
+    event_types: Mapped[str | None] = mapped_column(Text)
+    companies: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(80))
+    cursor: Mapped[int] = mapped_column(BigInteger)
+    head_event: Mapped[int | None] = mapped_column(BigInteger)
+    head_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class WebhookAttempt(Model):
+    """One POST of an event to a webhook: its answer's status (NULL: no answer), time taken,
+    and `outcome`: delivered, retry (another attempt is due) or failed (given up)."""
+
+    __tablename__ = "webhook_attempts"
+    __table_args__ = (Index("ix_webhook_attempts_webhook", "webhook_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    webhook_id: Mapped[int] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    status: Mapped[int | None] = mapped_column(Integer)
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(String(200))
+    outcome: Mapped[str] = mapped_column(String(12))
+
+
+class WebhookRedelivery(Model):
+    """An event a System-Admin asked to deliver again to a webhook (after it failed)."""
+
+    __tablename__ = "webhook_redeliveries"
+
+    webhook_id: Mapped[int] = mapped_column(
+        ForeignKey("webhooks.id", ondelete="CASCADE"), primary_key=True
+    )
+    event_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime)
+    requested_by: Mapped[str] = mapped_column(String(80))

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import jsonify
 
-from ..services import ddis, month_close, record_query, records
+from ..services import ddis, event_feed, events, month_close, record_query, records
 from ..services.errors import ERROR_CODES
 from ..services.fields import FORMATS, Part
 from ..services.reports import ANSWER_KEYS as REPORT_TOTALS
@@ -230,6 +230,63 @@ def _month_close_paths(paths: dict[str, Any]) -> None:
         }
 
 
+def _events_path(paths: dict[str, Any]) -> None:
+    """POST /rest/events/read (docs/events.md)."""
+    company = _or_null({"type": "string"})
+    record = _or_null({"type": "object", "additionalProperties": {"type": ["string", "null"]}})
+    event = {
+        "type": "object",
+        "required": ["id", "at", "type", "actor", "company", "key", "before", "after"],
+        "properties": {
+            "id": {"type": "integer", "minimum": 1},
+            "at": {"type": "string", "format": "date-time"},
+            "type": {"enum": list(events.TYPES)},
+            "actor": {"type": "string"},
+            "company": company,
+            "key": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+            "before": record,
+            "after": record,
+        },
+    }
+    body = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "after": {"type": "integer", "minimum": 0},
+            "limit": {"type": "integer", "minimum": 1, "maximum": event_feed.MAX_LIMIT},
+            "wait": {"type": "number", "minimum": 0, "maximum": event_feed.MAX_WAIT},
+            "scope": _or_null(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "company": {"type": "array", "items": _ref("company")},
+                        "type": {"type": "array", "items": {"enum": list(events.TYPES)}},
+                    },
+                }
+            ),
+        },
+    }
+    answer = {
+        "type": "object",
+        "required": ["result", "values", "numrows", "last"],
+        "properties": {
+            "result": {"const": "success"},
+            "values": {"type": "array", "items": event},
+            "numrows": {"type": "integer", "minimum": 0},
+            "last": {"type": "integer", "minimum": 0},
+        },
+    }
+    paths["/rest/events/read"] = {
+        "post": {
+            "operationId": "readEvents",
+            "summary": "The change events after an id, in id order; waits up to `wait` s for one",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {**_ok(answer), **_errors(400, 401, 403, 413, 415, 429)},
+        }
+    }
+
+
 def _numrows() -> dict[str, Any]:
     return {
         "type": "object",
@@ -375,6 +432,7 @@ def document() -> dict[str, Any]:
             },
         }
     _month_close_paths(paths)
+    _events_path(paths)
     counts = {f: {"type": "integer", "minimum": 0} for f in IMPORT_COUNTS}
     paths["/rest/ops/import/"] = {
         "post": {

@@ -1,5 +1,5 @@
 """The change path: the one place where a change to DDIs or phone users reaches the history, the
-daily rollup and the audit log.
+daily rollup, the audit log and the change events.
 
 Create, update, link and delete (records.py) and the history import (history_import.py) all
 call `write`; nothing else writes history intervals or daily peaks (the full rollup rebuild,
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import write_clock
-from . import audit, history, rollups
+from . import audit, events, history, rollups
 from .history import ClosedInterval
 
 Member = tuple[str, str]  # (company, key): one record as the history names it
@@ -88,12 +88,14 @@ def write(
     4. Intervals: ends closed, then starts opened, at `now` (half-open: a move never counts
        twice); `closed` intervals added as imported.
     5. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
-       transaction, so it commits or rolls back with the change.
+       transaction, so it commits or rolls back with the change. Events: one per AuditData
+       that changes a DDI or phone user (events.record), in the same transaction too; their
+       ids are given at its commit.
     6. Rollup: the daily peaks of the companies changed, after the intervals they are
        computed from (rollups.record_changes, or for imports rollups.rebuild_from from each
        company's earliest new start). No query when nothing started or ended.
 
-    A new per-record step (say, change events) goes beside 5, with the same `now` and Change.
+    A new per-record step goes beside 5, with the same `now` and Change.
     """
     reported: list[Change] = []
 
@@ -144,6 +146,7 @@ def write_chunks(
         history.add_closed(session, change.closed)
         # 5. Audit
         audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
+        events.record(session, principal, now, change.audit)
         tally.starts.update(c for c, _ in change.starts)
         tally.ends.update(c for c, _ in change.ends)
         tally.audited += len(change.audit)

@@ -1,0 +1,87 @@
+"""`flask webhooks …` and `flask events …` (docs/cli.md, docs/events.md)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+from flask import current_app
+
+from .cli import Group, _operator, friendly
+from .extensions import db
+
+webhooks_cli = Group("webhooks", help="Manage the webhooks the change events go to.")
+events_cli = Group("events", help="Deliver and prune the change events.")
+
+
+@webhooks_cli.command("create")
+@click.argument("url")
+@click.option("--event", "types", multiple=True, help="An event type to send (repeatable).")
+@click.option("--company", "companies", multiple=True, help="A company's events (repeatable).")
+@friendly
+def webhooks_create(url: str, types: tuple[str, ...], companies: tuple[str, ...]) -> None:
+    """Register a webhook; its signing secret is printed alone on the last line, once."""
+    from .services import webhooks
+
+    hook, secret = webhooks.create(_operator(), url, types, companies)
+    click.echo(f"Created webhook {hook.id} for {hook.url}. Signing secret (shown once):")
+    click.echo(secret)
+
+
+@webhooks_cli.command("list")
+@friendly
+def webhooks_list() -> None:
+    """One line per webhook: id, URL, what it receives, how far its delivery is."""
+    from .services import webhooks
+
+    hooks = webhooks.listed(_operator())
+    if not hooks:
+        click.echo("No webhook is registered.")
+    for hook in hooks:
+        state = webhooks.state(hook, recent=1)
+        described = webhooks.describe(hook)
+        events = ",".join(described["events"]) if hook.event_types else "all events"
+        companies = ",".join(described["companies"]) if hook.companies else "all companies"
+        where = f"delivered to {hook.cursor} of {state.newest}"
+        if state.retrying:
+            where += f", retrying event {hook.head_event} ({hook.head_attempts} failed attempts)"
+        if state.failed:
+            where += f", {len(state.failed)} failed"
+        click.echo(f"{hook.id}  {hook.url}  {events}  {companies}  {where}")
+
+
+@webhooks_cli.command("delete")
+@click.argument("webhook_id", type=int)
+@friendly
+def webhooks_delete(webhook_id: int) -> None:
+    """Delete a webhook: nothing more is sent to it."""
+    from .services import webhooks
+
+    webhooks.delete_webhook(_operator(), webhook_id)
+    click.echo(f"Deleted webhook {webhook_id}.")
+
+
+@events_cli.command("deliver")
+@click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
+@friendly
+def events_deliver(once: bool) -> None:
+    """POST the change events to the webhooks, signed, in order, until stopped (SIGTERM)."""
+    from .services import delivery
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    worker = delivery.Worker(db.engine)
+    worker.run(once=once)
+    if once:
+        click.echo(f"Delivered {worker.delivered} of {worker.attempts} attempts.")
+
+
+@events_cli.command("prune")
+@click.option("--days", default=None, help="Keep this many days (default EVENTS_RETENTION_DAYS).")
+@friendly
+def events_prune(days: str | None) -> None:
+    """Delete the change events, and webhook attempts, older than the retention."""
+    from .services import events
+
+    kept = events.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
+    deleted = events.prune(kept)
+    click.echo(f"Deleted {deleted} events older than {kept} days.")
