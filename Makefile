@@ -20,9 +20,13 @@ $(VENV)/.installed-dev: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,postgres]'
 	touch $@ $(VENV)/.installed-run
 
+# The development server, and beside it one webhook delivery worker (docs/events.md), which
+# stops with it (Ctrl-C reaches both; the trap covers any other exit).
 run: $(VENV)/.installed-run
 	$(FLASK) db upgrade
 	$(FLASK) demo seed
+	$(FLASK) events deliver & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
 # The whole suite on SQLite, then again on PostgreSQL when TEST_DATABASE_URL is set.

@@ -91,7 +91,7 @@ def migrated(test_config, tmp_path_factory) -> str:
     return test_config["SQLALCHEMY_DATABASE_URI"]
 
 
-def _empty_all_tables() -> None:
+def empty_all_tables() -> None:
     """Every table empty, and the (empty) report rollup marked built as a fresh migration
     leaves it, so tests exercise the rollup unless they change REPORT_TIMEZONE."""
     with db.engine.begin() as conn:
@@ -134,10 +134,10 @@ def app(migrated, test_config):
     # Rate-limit counters live in the process-wide limiter: each test starts from zero.
     limiter.reset()
     with app.app_context():
-        _empty_all_tables()
+        empty_all_tables()
         yield app
         db.session.remove()
-        _empty_all_tables()
+        empty_all_tables()
         db.engine.dispose()
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import AuditEntry, Ddi, HistoryInterval, PhoneUser
+from webapp.models import AuditEntry, Ddi, Event, EventCounter, HistoryInterval, PhoneUser
 from webapp.services import accounts, api_tokens, companies, ddis, periods, phone_users, rollups
 
 OPERATOR = Principal.cli("test")
@@ -132,6 +132,8 @@ def snapshot() -> dict[str, Any]:
             .where(HistoryInterval.end_at.is_(None))
         ),
         "audit": db.session.scalar(select(func.count()).select_from(AuditEntry)),
+        "events": db.session.scalar(select(func.count()).select_from(Event)),
+        "event_ids": db.session.scalar(select(EventCounter.last_id)),
     }
 
 

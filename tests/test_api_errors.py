@@ -21,6 +21,7 @@ from webapp.extensions import SweepingMemoryStorage, db, limiter
 from webapp.models import Account, ApiToken
 from webapp.services import accounts, api_tokens
 
+from .conftest import empty_all_tables
 from .factories import OPERATOR, Caller, Factory, World, snapshot
 
 OPS = ("create", "read", "update", "link", "delete")
@@ -1029,20 +1030,14 @@ def test_missing_content_type_is_really_missing(world):
 # --- 429 rate_limited ------------------------------------------------------------------------
 
 
-def _empty_tables() -> None:
-    with db.engine.begin() as conn:
-        for table in reversed(db.metadata.sorted_tables):
-            conn.execute(table.delete())
-
-
 @pytest.fixture
 def limited_factory(migrated, test_config) -> Iterator[Factory]:
     app = create_app({**test_config, "API_RATE_LIMIT": "3 per minute"})
     with app.app_context():
-        _empty_tables()
+        empty_all_tables()
         yield Factory(app)
         db.session.remove()
-        _empty_tables()
+        empty_all_tables()
         db.engine.dispose()
 
 
