@@ -444,7 +444,13 @@ class EventTxn(Model):
 
 
 class Event(Model):
-    """One change of a DDI or phone user; its id is its transaction's first_id + seq."""
+    """One change of a DDI or phone user; its id is its transaction's first_id + seq.
+
+    The record before and after the change, in plain columns (no JSON to encode per event):
+    its key (`dialcode` and `number`, or `username` within `company`), its extension before
+    and after (NULL for a create / a delete), and its company: `company` after the change (the
+    one it had, for a delete), `other_company` the one a move took it from. event_feed.shape
+    gives them back as `before` and `after`."""
 
     __tablename__ = "events"
     # A Company-Admin's feed and a webhook's company filter: one index range per side of a
@@ -467,8 +473,11 @@ class Event(Model):
     type: Mapped[str] = mapped_column(String(16))
     company: Mapped[str | None] = mapped_column(COMPANY_ID)
     other_company: Mapped[str | None] = mapped_column(COMPANY_ID)  # a move's old company
-    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    dialcode: Mapped[str | None] = mapped_column(String(7))
+    number: Mapped[str | None] = mapped_column(String(15))
+    username: Mapped[str | None] = mapped_column(String(64))
+    before_exten: Mapped[str | None] = mapped_column(String(10))
+    after_exten: Mapped[str | None] = mapped_column(String(10))
 
 
 class Webhook(Model):

@@ -46,8 +46,11 @@ def upgrade():
         sa.Column("type", sa.String(length=16), nullable=False),
         sa.Column("company", sa.String(length=64), nullable=True),
         sa.Column("other_company", sa.String(length=64), nullable=True),
-        sa.Column("before", sa.JSON(), nullable=True),
-        sa.Column("after", sa.JSON(), nullable=True),
+        sa.Column("dialcode", sa.String(length=7), nullable=True),
+        sa.Column("number", sa.String(length=15), nullable=True),
+        sa.Column("username", sa.String(length=64), nullable=True),
+        sa.Column("before_exten", sa.String(length=10), nullable=True),
+        sa.Column("after_exten", sa.String(length=10), nullable=True),
         sa.ForeignKeyConstraint(["txn_id"], ["event_txns.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("txn_id", "seq"),
     )

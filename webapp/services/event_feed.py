@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Row, func, or_, select
 
@@ -76,7 +76,9 @@ def parse(body: Mapping[str, Any]) -> Query:
     for key in body:
         if key not in FIELDS:
             raise Invalid(f"Unknown field '{key}'.", {key: "unknown field"})
-    scope = body.get("scope") or {}
+    scope = body.get("scope")
+    if scope is None:  # absent or null: no narrowing ([], "", 0 or false are refused below)
+        scope = {}
     if not isinstance(scope, Mapping):
         raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
     for key in scope:
@@ -156,8 +158,11 @@ COLUMNS = (
     Event.type,
     Event.company,
     Event.other_company,
-    Event.before,
-    Event.after,
+    Event.dialcode,
+    Event.number,
+    Event.username,
+    Event.before_exten,
+    Event.after_exten,
 )
 
 
@@ -186,34 +191,36 @@ def select_rows(
         .order_by(EventTxn.last_id, Event.seq)
         .limit(limit)
     )
-    return list(db.session.execute(query).all())
+    return cast(list[Row[Any]], db.session.execute(query).all())
 
 
 def _hide(company: str | None, visible: CompanyScope) -> str | None:
     return company if visible is None or company in visible else None
 
 
-def _record(values: dict[str, Any] | None, visible: CompanyScope) -> dict[str, Any] | None:
-    if values is None or "company" not in values:
-        return values
-    return {**values, "company": _hide(values["company"], visible)}
-
-
 def shape(row: Row[Any], visible: CompanyScope = None) -> dict[str, Any]:
-    """One event as the API and the webhooks send it; companies outside `visible` as null."""
-    before, after = _record(row.before, visible), _record(row.after, visible)
-    record = after if after is not None else before or {}
-    if row.type.startswith("ddi."):
-        key = {"dialcode": record.get("dialcode"), "number": record.get("number")}
+    """One event as the API and the webhooks send it (models.Event's columns given back as
+    the record's fields before and after); companies outside `visible` as null."""
+    company = _hide(row.company, visible)
+    kind, _, verb = row.type.partition(".")
+    if kind == "ddi":
+        key = {"dialcode": row.dialcode, "number": row.number}
     else:
-        key = {"company": record.get("company"), "username": record.get("username")}
+        key = {"company": company, "username": row.username}
+
+    def record(exten: str | None, owner: str | None) -> dict[str, Any]:
+        if kind == "ddi":
+            return {**key, "virt_exten": exten, "company": owner}
+        return {"username": row.username, "virt_exten": exten, "company": owner}
+
+    before_company = _hide(row.other_company, visible) if row.other_company else company
     return {
         "id": row.id,
         "at": row.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "type": row.type,
         "actor": row.actor,
-        "company": _hide(row.company, visible),
+        "company": company,
         "key": key,
-        "before": before,
-        "after": after,
+        "before": None if verb == "created" else record(row.before_exten, before_company),
+        "after": None if verb == "deleted" else record(row.after_exten, company),
     }

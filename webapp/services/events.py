@@ -62,19 +62,7 @@ def record(
     """Add one event per change of a DDI or phone user in `changes` to the caller's
     transaction; return how many. They commit or roll back with it, and get their ids at its
     commit (module docstring), in the order recorded."""
-    rows: list[dict[str, Any]] = []
-    for change in changes:
-        type_ = event_type(change.action)
-        if type_ is not None:
-            rows.append(
-                {
-                    "type": type_,
-                    "company": change.company,
-                    "other_company": change.other_company,
-                    "before": change.before,
-                    "after": change.after,
-                }
-            )
+    rows = [row for change in changes if (row := _row(change)) is not None]
     if not rows:
         return 0
     pending = session.info.get(_PENDING)
@@ -89,6 +77,27 @@ def record(
     insert_rows(session, Event.__table__, rows)
     pending.count += len(rows)
     return len(rows)
+
+
+def _row(change: AuditData) -> dict[str, Any] | None:
+    """The events row of one change (models.Event), or None if it records no event."""
+    type_ = event_type(change.action)
+    if type_ is None:
+        return None
+    before, after = change.before or {}, change.after or {}
+    record = after or before
+    company = record.get("company")
+    moved_from = before.get("company") if before and after else None
+    return {
+        "type": type_,
+        "company": company,
+        "other_company": moved_from if moved_from != company else None,
+        "dialcode": record.get("dialcode"),
+        "number": record.get("number"),
+        "username": record.get("username"),
+        "before_exten": before.get("virt_exten"),
+        "after_exten": after.get("virt_exten"),
+    }
 
 
 @event.listens_for(Session, "before_commit")
