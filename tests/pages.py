@@ -3,21 +3,23 @@ one h1 (tests/test_headings.py) and no serious or critical axe-core violation at
 phone width (tests/browser/test_axe.py).
 
 A new page is one more line in PAGES. Paths are str.format templates: `{token}` (the
-System-Admin's API token id), `{preview}` (an import preview of the System-Admin's) and
-`{today}` (ISO date) are filled in by `page_paths`; the records they name are made by
+System-Admin's API token id), `{preview}` (an import preview of the System-Admin's),
+`{webhook}` (a webhook with delivery attempts) and `{today}` (ISO date) are filled in by
+`page_paths`; the records they name are made by
 `add_page_records`.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
 from webapp.access import Principal
+from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import Account, ApiToken, ImportPreview
-from webapp.services import import_previews, month_close
+from webapp.models import Account, ApiToken, ImportPreview, Webhook, WebhookAttempt
+from webapp.services import import_previews, month_close, webhooks
 
 from .factories import ACME, World, add_history
 
@@ -70,6 +72,9 @@ PAGES: dict[str, str] = {
     "account's API tokens":      f"/admin/accounts/{ACCOUNT}/tokens",
     "API tokens":                "/account/tokens",
     "revoke token":              "/account/tokens/{token}/revoke",
+    "webhooks":                  "/admin/webhooks",
+    "webhook page":              "/admin/webhooks/{webhook}",
+    "delete webhook":            "/admin/webhooks/{webhook}/delete",
     "audit log":                 "/audit",
     "audit log, filtered":       f"/audit?company={ACME}",
     "error page (404)":          "/no-such-page",
@@ -102,6 +107,41 @@ def add_page_records(world: World) -> None:
     # A closed month with a change since its close, so the changes table shows.
     month_close.close_month(Principal.cli(), month_close.MonthRequest(CLOSED[1], CLOSED[0]))
     add_history(("ddi", ACME, "44:99", datetime(2025, 9, 3), datetime(2025, 9, 4)))
+    add_webhook()
+
+
+def add_webhook() -> int:
+    """A webhook for ACME's DDI events with every kind of attempt on its page: a delivered
+    one, a failed one (given up, so it has a Redeliver button) and one being retried."""
+    hook, _ = webhooks.create(
+        Principal.cli(),
+        "https://hooks.example.com/telephony",
+        ["ddi.created", "ddi.updated"],
+        [ACME],
+    )
+    now = utcnow()
+    with write_transaction() as session:
+        stored = session.get(Webhook, hook.id)
+        assert stored is not None
+        stored.head_event, stored.head_attempts = 2, 2
+        stored.next_attempt_at = now + timedelta(seconds=30)
+        for event_id, status, error, outcome in (
+            (1, 200, None, "delivered"),
+            (1, None, "could not connect", "failed"),
+            (2, 503, None, "retry"),
+        ):
+            session.add(
+                WebhookAttempt(
+                    webhook_id=hook.id,
+                    event_id=event_id,
+                    at=now,
+                    status=status,
+                    duration_ms=12,
+                    error=error,
+                    outcome=outcome,
+                )
+            )
+    return hook.id
 
 
 def page_paths(username: str = "root") -> dict[str, str]:
@@ -114,5 +154,12 @@ def page_paths(username: str = "root") -> dict[str, str]:
         select(ImportPreview.id).join(Account).where(Account.username == username).limit(1)
     )
     db.session.rollback()
-    values = {"token": token, "preview": preview, "today": datetime.now(UTC).date().isoformat()}
+    webhook = db.session.scalar(select(Webhook.id).order_by(Webhook.id).limit(1))
+    db.session.rollback()
+    values = {
+        "token": token,
+        "preview": preview,
+        "webhook": webhook,
+        "today": datetime.now(UTC).date().isoformat(),
+    }
     return {name: path.format(**values) for name, path in PAGES.items()}

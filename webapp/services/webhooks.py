@@ -29,6 +29,7 @@ from .fields import check_format
 MAX_URL = 2000
 RECENT_ATTEMPTS = 20
 SECRET_BYTES = 32
+MAX_COMPANIES = 1000  # a webhook's company filter; more would be every company anyway
 
 
 def parse_url(value: Any) -> str:
@@ -72,6 +73,11 @@ def parse_companies(values: Iterable[Any]) -> list[str]:
     """Company identifiers, each well formed and existing; empty: every company."""
     chosen: list[str] = []
     for value in values:
+        if len(chosen) >= MAX_COMPANIES:
+            raise Invalid(
+                f"A webhook names at most {MAX_COMPANIES} companies (none: every company).",
+                {"company": f"at most {MAX_COMPANIES}"},
+            )
         if (why := check_format("company", value)) is not None:
             raise Invalid(f"Company '{value}' {why}.", {"company": why})
         if value not in chosen:
@@ -261,10 +267,22 @@ def state(hook: Webhook, recent: int = RECENT_ATTEMPTS) -> State:
         hook=hook,
         newest=newest_event(),
         retrying=hook.head_attempts > 0,
-        failed=[a for a in failed if a.event_id not in queued],
+        failed=_newest_per_event(failed, queued),
         queued=queued,
         recent=list(attempts),
     )
+
+
+def _newest_per_event(failed: Sequence[WebhookAttempt], queued: list[int]) -> list[WebhookAttempt]:
+    """One failed attempt per event (the newest: an event redelivered that failed again has
+    two), leaving out the events queued for redelivery."""
+    seen = set(queued)
+    kept = []
+    for attempt in failed:  # newest first
+        if attempt.event_id not in seen:
+            seen.add(attempt.event_id)
+            kept.append(attempt)
+    return kept
 
 
 def prune_attempts(before: datetime) -> int:

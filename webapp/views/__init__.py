@@ -48,6 +48,7 @@ def register(app: Flask) -> None:
         pickers,
         records,
         reports,
+        webhooks,
     )
     from .common import principal
     from .forms import FIELD_LABELS
@@ -67,6 +68,7 @@ def register(app: Flask) -> None:
         companies,
         account,
         audit,
+        webhooks,
     )
     for module in modules:
         app.register_blueprint(module.bp)
