@@ -252,9 +252,9 @@ def _events_path(paths: dict[str, Any]) -> None:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "after": {"type": "integer", "minimum": 0},
-            "limit": {"type": "integer", "minimum": 1, "maximum": event_feed.MAX_LIMIT},
-            "wait": {"type": "number", "minimum": 0, "maximum": event_feed.MAX_WAIT},
+            "after": _or_null({"type": "integer", "minimum": 0, "maximum": event_feed.MAX_ID}),
+            "limit": _or_null({"type": "integer", "minimum": 1, "maximum": event_feed.MAX_LIMIT}),
+            "wait": _or_null({"type": "number", "minimum": 0, "maximum": event_feed.MAX_WAIT}),
             "scope": _or_null(
                 {
                     "type": "object",

@@ -23,6 +23,7 @@ from .fields import check_format
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_WAIT = 30
+MAX_ID = 2**63 - 1  # the largest id the database holds (BIGINT): a larger `after` is refused
 POLL_SECONDS = 0.2  # how often a waiting read looks for a new commit
 FIELDS = ("after", "limit", "scope", "wait")
 
@@ -40,7 +41,11 @@ class Query:
 
 
 def _integer(body: Mapping[str, Any], field: str, default: int, low: int, high: int | None) -> int:
-    value = body.get(field, default)
+    value = body.get(field)
+    if value is None:  # absent or null: the default (docs/api.md, field formats)
+        value = default
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # JSON has one number type: 5.0 is the integer 5 (fields.parse_int)
     span = f"from {low} to {high}" if high is not None else f"of at least {low}"
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise Invalid(f"'{field}' must be a whole number {span}.", {field: f"must be {span}"})
@@ -84,14 +89,14 @@ def parse(body: Mapping[str, Any]) -> Query:
     for key in scope:
         if key not in ("company", "type"):
             raise Invalid(f"Unknown field 'scope.{key}'.", {f"scope.{key}": "unknown field"})
-    wait = body.get("wait", 0)
+    wait = 0 if body.get("wait") is None else body["wait"]
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT:
         raise Invalid(
             f"'wait' must be a number of seconds from 0 to {MAX_WAIT}.",
             {"wait": f"must be 0 to {MAX_WAIT}"},
         )
     return Query(
-        after=_integer(body, "after", 0, 0, None),
+        after=_integer(body, "after", 0, 0, MAX_ID),
         limit=_integer(body, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
         companies=_names(scope, "company", lambda v: check_format("company", v)),
         types=_names(scope, "type", _type_problem),

@@ -1,0 +1,176 @@
+"""`flask webhooks …` and `flask events …` as a script runs them (docs/cli.md, docs/events.md):
+the signing secret printed once, alone on the last line, and never again; a mistake is one
+line on stderr, exit status 1, nothing written; pruning by age; a delivery run with nothing
+to do; and the DDI import's events from the command line."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from webapp.access import Principal
+from webapp.database import utcnow, write_transaction
+from webapp.extensions import db
+from webapp.models import AuditEntry, Event, EventTxn, Webhook
+from webapp.services import event_feed, webhooks
+
+from .factories import ACME, GLOBEX, Factory
+
+pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
+
+URL = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture
+def companies(factory: Factory) -> Factory:
+    factory.company(ACME)
+    factory.company(GLOBEX)
+    return factory
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def hooks() -> list[Webhook]:
+    db.session.rollback()
+    return list(db.session.scalars(select(Webhook).order_by(Webhook.id)))
+
+
+def audited(action: str) -> int:
+    db.session.rollback()
+    return db.session.scalar(
+        select(func.count()).select_from(AuditEntry).where(AuditEntry.action == action)
+    )
+
+
+def test_create_prints_the_secret_once_and_list_never_shows_it(companies, flask):
+    empty = flask("webhooks", "list")
+    assert empty.returncode == 0 and empty.stdout.strip() == "No webhook is registered."
+    created = flask("webhooks", "create", URL, "--event", "ddi.created", "--company", ACME)
+    assert created.returncode == 0, created.stderr
+    assert created.stderr == ""
+    lines = created.stdout.strip().splitlines()
+    secret = lines[-1]
+    assert secret.startswith("whsec_") and secret == secret.strip() and " " not in secret
+    assert secret not in "\n".join(lines[:-1])
+    [hook] = hooks()
+    assert (hook.url, hook.secret, hook.event_types, hook.companies) == (
+        URL,
+        secret,
+        "ddi.created",
+        ACME,
+    )
+    assert str(hook.id) in created.stdout
+    assert audited("webhook.create") == 1
+    db.session.rollback()
+    logged = db.session.scalars(select(AuditEntry.after)).all()
+    assert secret not in repr(logged)
+
+    listed = flask("webhooks", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "whsec_" not in listed.stdout + listed.stderr
+    [line] = listed.stdout.strip().splitlines()
+    assert line.split()[:2] == [str(hook.id), URL]
+    assert "ddi.created" in line and ACME in line
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (("ftp://x",), "http"),
+        ((URL, "--event", "ddi.moved"), "ddi.moved"),
+        ((URL, "--company", "nope"), "nope"),
+    ],
+    ids=["not-http", "unknown-event", "unknown-company"],
+)
+def test_create_mistakes_are_one_line_and_write_nothing(companies, flask, args, word):
+    assert_one_line_error(flask("webhooks", "create", *args), word)
+    assert hooks() == []
+    assert audited("webhook.create") == 0
+
+
+def test_delete_a_webhook_and_an_unknown_one(companies, flask):
+    gone = webhooks.create(Principal.cli(), URL)[0].id
+    kept = webhooks.create(Principal.cli(), URL + "2")[0].id
+    deleted = flask("webhooks", "delete", str(gone))
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == f"Deleted webhook {gone}."
+    assert [h.id for h in hooks()] == [kept]
+    assert audited("webhook.delete") == 1
+
+    assert_one_line_error(flask("webhooks", "delete", str(gone)), str(gone))
+    assert [h.id for h in hooks()] == [kept]
+    assert audited("webhook.delete") == 1
+
+
+def age(days: int, first_ids: list[int]) -> None:
+    with write_transaction() as session:
+        session.execute(
+            update(EventTxn)
+            .where(EventTxn.first_id.in_(first_ids))
+            .values(at=utcnow() - timedelta(days=days))
+        )
+
+
+def event_ids() -> list[int]:
+    db.session.rollback()
+    values = event_feed.read(Principal.cli(), event_feed.Query(limit=1000)).values
+    db.session.rollback()
+    return [e["id"] for e in values]
+
+
+def test_prune_keeps_90_days_by_default_and_refuses_a_bad_count(companies, flask):
+    for number in ("1", "2", "3"):
+        companies.ddi("44", number, ACME)
+    age(91, [1])
+    age(89, [2])
+    for days, word in (("0", "0"), ("x", "x")):
+        assert_one_line_error(flask("events", "prune", "--days", days), word)
+    assert event_ids() == [1, 2, 3]
+
+    pruned = flask("events", "prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.strip() == "Deleted 1 events older than 90 days."
+    assert event_ids() == [2, 3]
+
+    pruned = flask("events", "prune", "--days", "30")
+    assert pruned.returncode == 0 and "Deleted 1 events" in pruned.stdout
+    assert event_ids() == [3]
+
+
+def test_deliver_once_with_no_webhook_exits_0(companies, flask):
+    companies.ddi("44", "1", ACME)
+    result = flask("events", "deliver", "--once")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_ddi_import_command_records_its_changes(companies, flask, tmp_path):
+    companies.ddi("44", "1", ACME, "100")
+    companies.ddi("44", "2", ACME, "100")
+    path = tmp_path / "ddis.csv"
+    path.write_text(
+        "dialcode,number,virt_exten,company\n44,1,100,acme\n44,2,100,globex\n44,3,7,acme\n"
+    )
+    done = flask("ddis", "import", str(path))
+    assert done.returncode == 0, done.stderr
+    db.session.rollback()
+    got = event_feed.read(Principal.cli(), event_feed.Query(after=2)).values
+    assert sorted((e["type"], e["company"], e["key"]["number"]) for e in got) == [
+        ("ddi.created", ACME, "3"),
+        ("ddi.updated", GLOBEX, "2"),
+    ]
+    assert {e["actor"] for e in got} == {got[0]["actor"]} and got[0]["actor"].startswith("cli:")
+    assert [e["id"] for e in got] == [3, 4]
+    db.session.rollback()
+    assert db.session.scalar(select(func.count()).select_from(Event)) == 4
