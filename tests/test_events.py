@@ -1091,3 +1091,24 @@ def test_prune_goes_chunk_by_chunk(world, monkeypatch):
         )
     assert events.prune(90) == 4
     assert [e["id"] for e in feed()] == [5]
+
+
+def test_both_plans_of_a_company_read_give_the_same_events(world, monkeypatch):
+    """event_feed._about bounds a company-filtered read by the transactions committed since
+    `after` when the reader is near the newest event, and reads the companies' own events
+    otherwise: two plans, the same events, for every `after` and company set."""
+    write(world, world.root, "create", {"type": "ddi", "values": [ddi(str(i)) for i in range(40)]})
+    for i in range(0, 40, 3):  # moves both ways, so other_company matters
+        scope = {"dialcode": "44", "number": str(i)}
+        values = {"virt_exten": "9", "company": GLOBEX if i % 2 else INITECH}
+        write(world, world.root, "link", {"type": "ddi", "scope": scope, "values": values})
+    write(world, world.root, "delete", {"type": "ddi", "scope": {"company": INITECH}})
+    newest = event_feed._newest()
+    assert newest > 50
+    for companies in ({ACME}, {GLOBEX}, {INITECH, GLOBEX}, {"nobody-here"}):
+        for after in range(newest + 1):
+            answers = []
+            for near in (-1, 10**9):  # never bounded, always bounded
+                monkeypatch.setattr(event_feed, "NEAR", near)
+                answers.append(event_feed.select_rows(after, 7, frozenset(companies)))
+            assert answers[0] == answers[1], (companies, after)
