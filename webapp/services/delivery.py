@@ -77,12 +77,13 @@ class Locks:
             path = engine.url.database
             if not path or path == ":memory:":
                 raise RuntimeError("events deliver needs a database file or PostgreSQL.")
-            self._file = os.open(f"{path}-webhooks.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self._path = f"{path}-webhooks.lock"
+            self._lock_file()
 
     def try_lock(self, webhook_id: int) -> bool:
-        if self._file is not None:
+        if not self.postgres:
             try:
-                fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, webhook_id)
+                fcntl.lockf(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, webhook_id)
             except OSError:
                 return False
             return True
@@ -97,27 +98,38 @@ class Locks:
         return bool(got)
 
     def unlock(self, webhook_id: int) -> None:
-        if self._file is not None:
-            fcntl.lockf(self._file, fcntl.LOCK_UN, 1, webhook_id)
+        if not self.postgres:
+            if self._file is not None:
+                fcntl.lockf(self._file, fcntl.LOCK_UN, 1, webhook_id)
+            return
+        if self._connection is None:  # reset: the lock went with its connection
             return
         try:
-            self._lock_connection().execute(
+            self._connection.execute(
                 text("SELECT pg_advisory_unlock(:k, :id)"), {"k": LOCK_KEY, "id": webhook_id}
             )
         except DBAPIError:
             self.reset()
 
-    def holding(self) -> bool:
-        """Whether the locks taken are still held: on PostgreSQL, whether their connection is
-        alive (a server restart ends it, and frees them)."""
-        if self._file is not None:
-            return True
+    def holding(self, webhook_id: int) -> bool:
+        """PostgreSQL: whether the lock on the webhook is still held (its connection alive: a
+        server restart ends it, and frees the lock) and the webhook still there, in one round
+        trip. Not for SQLite, whose locks live as long as the process."""
         try:
-            self._lock_connection().execute(text("SELECT 1"))
+            there = (
+                self._lock_connection()
+                .execute(text("SELECT count(*) FROM webhooks WHERE id = :id"), {"id": webhook_id})
+                .scalar()
+            )
         except DBAPIError:
             self.reset()
             return False
-        return True
+        return bool(there)
+
+    def _lock_file(self) -> int:
+        if self._file is None:
+            self._file = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+        return self._file
 
     def _lock_connection(self) -> Connection:
         if self._connection is None:
@@ -133,6 +145,7 @@ class Locks:
             self._connection = None
 
     def close(self) -> None:
+        """Free every lock (a worker may take them again later: the file reopens)."""
         self.reset()
         if self._file is not None:
             os.close(self._file)
@@ -189,10 +202,11 @@ class Sender:
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, urllib3.exceptions.TimeoutError):
-        return "no answer in time"
+    # NewConnectionError first: urllib3 makes it a subclass of ConnectTimeoutError.
     if isinstance(exc, urllib3.exceptions.NewConnectionError):
         return "could not connect"
+    if isinstance(exc, urllib3.exceptions.TimeoutError):
+        return "no answer in time"
     text_ = f"{type(exc).__name__}: {exc}"
     return text_[:200]
 
@@ -222,13 +236,18 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.locks = Locks(self.engine)
+        # What the POSTs since the last save leave to write (_save): their attempts, and the
+        # redeliveries done with (delivered or given up, or their event pruned).
+        self._pending: list[dict[str, Any]] = []
+        self._unqueued: list[int] = []
 
     def run(self, once: bool = False) -> None:
         """Deliver until stopped (SIGTERM, SIGINT: after the POST under way), or with `once`
         until nothing is due. A database error (a restart) is logged and the loop goes on."""
+        handlers: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():  # signals reach only it
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._stop)
+                handlers[sig] = signal.signal(sig, self._stop)
         try:
             while not self.stopping:
                 try:
@@ -246,6 +265,8 @@ class Worker:
                     time.sleep(IDLE_POLL)
         finally:
             self.locks.close()
+            for caught, handler in handlers.items():  # the caller's own back (a run in-process)
+                signal.signal(caught, handler)
 
     def _stop(self, _signum: int, _frame: Any) -> None:
         self.stopping = True
@@ -285,24 +306,37 @@ class Worker:
         # A plain object from here: _save writes its progress with one UPDATE, which finds
         # nothing (and saves nothing) if the webhook was deleted meanwhile.
         db.session.expunge(hook)
-        self._pending: list[dict[str, Any]] = []
+        self._pending, self._unqueued = [], []
         worked = False
         for batch, complete_to in self._batches(hook):
             saved = time.monotonic()
             for item in batch:
-                if self.stopping or not self.locks.holding():
+                if self.stopping:
+                    self._save(hook)
+                    return worked
+                if not self._may_go_on(hook.id):  # lock lost (nothing saved) or deleted
                     return worked
                 worked = True
                 if not self._attempt(hook, item):
                     self._save(hook)
                     return worked
                 if time.monotonic() - saved > SAVE_EVERY:
-                    self._save(hook)
+                    if not self._save(hook):
+                        return worked
                     saved = time.monotonic()
             if complete_to is not None:
                 hook.cursor = max(hook.cursor, complete_to)
-            self._save(hook)
+            if not self._save(hook):
+                return worked
         return worked
+
+    def _may_go_on(self, webhook_id: int) -> bool:
+        """Before each POST: whether the worker still holds the webhook's lock and the webhook
+        is still there (deleted, nothing more is sent to it after the POST under way)."""
+        if self.locks.postgres:
+            return self.locks.holding(webhook_id)  # both in one round trip
+        db.session.rollback()  # a fresh look: the reads so far see the database as it was
+        return db.session.scalar(select(Webhook.id).where(Webhook.id == webhook_id)) is not None
 
     def _batches(self, hook: Webhook) -> Iterator[tuple[list[Item], int | None]]:
         """What to send, in order: queued redeliveries, then the matching events after the
@@ -320,7 +354,7 @@ class Worker:
                 if rows and rows[0].id == event_id:
                     items.append(Item(event_feed.shape(rows[0]), requested_at, True))
                 else:  # pruned meanwhile: nothing to send
-                    db.session.execute(_unqueue(hook.id, event_id))
+                    self._unqueued.append(event_id)
             yield items, None
         types, companies = webhooks.split(hook.event_types), webhooks.split(hook.companies)
         while True:
@@ -366,48 +400,63 @@ class Worker:
             return False
         hook.head_event, hook.head_attempts, hook.next_attempt_at = None, 0, None
         if item.redelivery:
-            db.session.execute(_unqueue(hook.id, event_id))
+            self._unqueued.append(event_id)
         else:
             hook.cursor = max(hook.cursor, event_id)
-        if outcome == "delivered":
-            # A failure this delivery makes good is no longer one to redeliver.
-            db.session.execute(
-                delete(WebhookAttempt).where(
-                    WebhookAttempt.webhook_id == hook.id,
-                    WebhookAttempt.event_id == event_id,
-                    WebhookAttempt.outcome == "failed",
-                )
-            )
         return True
 
-    def _save(self, hook: Webhook) -> None:
-        """Commit the webhook's progress and attempts; a webhook deleted meanwhile is left
-        deleted (its progress has nowhere to go)."""
-        still = db.session.execute(
-            update(Webhook)
-            .where(Webhook.id == hook.id)
-            .values(
-                cursor=hook.cursor,
-                head_event=hook.head_event,
-                head_attempts=hook.head_attempts,
-                next_attempt_at=hook.next_attempt_at,
+    def _save(self, hook: Webhook) -> bool:
+        """Commit the webhook's progress and attempts; whether it is still there (a webhook
+        deleted meanwhile is left deleted: its progress has nowhere to go).
+
+        Every write of a delivery is here, in a write transaction of its own, so the worker
+        holds no write lock while it POSTs (SQLite has one for the whole database) and never
+        turns a read into a write (which SQLite refuses once another writer has committed).
+        The webhook's row first, as delete_webhook locks it: the two never deadlock."""
+        db.session.rollback()  # end the reads: nothing was written in them
+        db.session.connection(execution_options={"write_lock": True})
+        try:
+            still = db.session.execute(
+                update(Webhook)
+                .where(Webhook.id == hook.id)
+                .values(
+                    cursor=hook.cursor,
+                    head_event=hook.head_event,
+                    head_attempts=hook.head_attempts,
+                    next_attempt_at=hook.next_attempt_at,
+                )
+                .execution_options(synchronize_session=False)
             )
-            .execution_options(synchronize_session=False)
-        )
-        if not getattr(still, "rowcount", 1):
+            if not getattr(still, "rowcount", 1):
+                db.session.rollback()
+                return False
+            if self._pending:
+                db.session.execute(WebhookAttempt.__table__.insert(), self._pending)
+            if self._unqueued:
+                done = (a for a in self._pending if a["event_id"] in self._unqueued)
+                # A failure a redelivery made good is no longer one to redeliver.
+                made_good = [a["event_id"] for a in done if a["outcome"] == "delivered"]
+                if made_good:
+                    db.session.execute(
+                        delete(WebhookAttempt).where(
+                            WebhookAttempt.webhook_id == hook.id,
+                            WebhookAttempt.event_id.in_(made_good),
+                            WebhookAttempt.outcome == "failed",
+                        )
+                    )
+                db.session.execute(
+                    delete(WebhookRedelivery).where(
+                        WebhookRedelivery.webhook_id == hook.id,
+                        WebhookRedelivery.event_id.in_(self._unqueued),
+                    )
+                )
+            _trim(hook.id)
+            db.session.commit()
+        except BaseException:
             db.session.rollback()
-            return
-        if self._pending:
-            db.session.execute(WebhookAttempt.__table__.insert(), self._pending)
-            self._pending = []
-        _trim(hook.id)
-        db.session.commit()
-
-
-def _unqueue(webhook_id: int, event_id: int) -> Any:
-    return delete(WebhookRedelivery).where(
-        WebhookRedelivery.webhook_id == webhook_id, WebhookRedelivery.event_id == event_id
-    )
+            raise
+        self._pending, self._unqueued = [], []
+        return True
 
 
 def _trim(webhook_id: int) -> None:
