@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("BENCH_DATABASE_URL"):
         databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
 
+    from .events import event_scenarios
     from .imports import import_scenarios
     from .month_close import month_close_scenarios
     from .report import growth_scenarios, report_scenarios
@@ -152,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         results += growth_scenarios(sorted(urls.items()), label, repeat)
         print(f"{label}: DDI import (on a copy of the data set)", flush=True)
         results += import_scenarios(urls[4], label, args.ddis)
+        print(f"{label}: change events (record, deliver, read)", flush=True)
+        results += event_scenarios(urls[4], label, quick=args.quick)
         if not args.skip_http:
             from .http import http_scenarios
 

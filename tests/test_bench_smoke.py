@@ -1,7 +1,9 @@
 """The bench code runs (`make bench-smoke`): generate three small providers (1x, 2x, 4x) into
 fresh SQLite files, run the report, month close and growth scenarios (which first check that the
 app, its from-scratch query and the hand-written reference give the same numbers, and that a
-closed month answers the open month's) and print the table;
+closed month answers the open month's), the import and the change-event scenarios (whose
+deliveries, through a real `flask events deliver` and a receiver on 127.0.0.1, must all
+arrive, in id order) and print the table;
 then the EXPLAIN/timing tool. The HTTP and page scenarios have their own smoke tests
 (test_bench_http)."""
 
@@ -46,13 +48,20 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 14, run.stdout
+    assert len(table) == 20, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)
     assert any("month close, 120 companies" in line for line in table)
     assert any("closed month's report, all companies" in line for line in table)
     assert any("readAdjustments, all companies" in line for line in table)
+    assert sum("events read, Company-Admin" in line for line in table) == 2
+    assert any("events read, System-Admin, 1,000 events" in line for line in table)
+    batch = "batch create with events, 1,000 DDIs a request (4 requests each way"
+    assert any(batch in line for line in table)
+    assert any("one worker delivers 300 events" in line for line in table)
+    assert any("commit to delivery p95, worker running" in line for line in table)
+    assert "events of the history:" in run.stdout  # the data set got its event table
     assert "history intervals" in run.stderr  # the generator reported what it made
 
     plan = subprocess.run(

@@ -466,9 +466,8 @@ class Event(Model):
         ),
     )
 
-    txn_id: Mapped[int] = mapped_column(
-        ForeignKey("event_txns.id", ondelete="CASCADE"), primary_key=True
-    )
+    # No foreign key (migration 0013): events.record writes the transaction's row itself.
+    txn_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     type: Mapped[str] = mapped_column(String(16))
     company: Mapped[str | None] = mapped_column(COMPANY_ID)

@@ -51,7 +51,9 @@ def upgrade():
         sa.Column("username", sa.String(length=64), nullable=True),
         sa.Column("before_exten", sa.String(length=10), nullable=True),
         sa.Column("after_exten", sa.String(length=10), nullable=True),
-        sa.ForeignKeyConstraint(["txn_id"], ["event_txns.id"], ondelete="CASCADE"),
+        # No foreign key to event_txns: checking it costs PostgreSQL's COPY of a batch's
+        # events half its time (5 ms of 10 for 1,000). events.record writes both rows itself,
+        # and events.prune deletes a transaction's events before its row.
         sa.PrimaryKeyConstraint("txn_id", "seq"),
     )
     op.create_index("ix_events_company", "events", ["company", "txn_id"])
