@@ -24,6 +24,10 @@ def _writes(model: str) -> str:
 TABLE_WRITES = {
     _writes("HistoryInterval"): {"services/history.py", "demo.py"},
     _writes("DailyPeak"): {"services/rollups.py"},
+    # The change events and the counter their ids come from: recorded and pruned only there.
+    _writes("Event"): {"services/events.py"},
+    _writes("EventTxn"): {"services/events.py"},
+    _writes("EventCounter"): {"services/events.py"},
 }
 # The storage steps, and the only modules that may call them. rollups.build and rebuild_all
 # (the full rebuild from the history) are not changes and stay outside the path.
@@ -31,6 +35,7 @@ STEP_CALLS = {
     r"\bhistory\.(open_intervals|close_intervals|add_closed)\(": {"services/changes.py"},
     r"\brollups\.(record_changes|rebuild_from|lock_companies)\(": {"services/changes.py"},
     r"\bwrite_clock\(": {"services/changes.py", "database.py"},
+    r"\bevents\.record\(": {"services/changes.py"},
 }
 
 
