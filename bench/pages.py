@@ -54,6 +54,8 @@ from .report import last_closed_month
 from .table import Result, kilobytes
 
 CLOSER = "cli:bench-pages"  # the operator that closes a month for the run (and only this run)
+# The run's webhook (for its pages): never delivered to, no worker runs during the bench.
+WEBHOOK_URL = "http://127.0.0.1:9/bench-pages"
 
 BUDGET_MS = 150.0
 BUDGET_BYTES = 300_000
@@ -83,6 +85,7 @@ class Subjects:
     day: str  # YYYY-MM-DD, in the default (current) report month
     small_company: str  # the last company by identifier: among the smallest (bench.generate)
     closed: tuple[int, int]  # (year, month): the last ended month, closed for the run
+    webhook: int  # a webhook made for the run (its pages), deleted after it
 
 
 def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
@@ -94,7 +97,7 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import Company, Ddi
-    from webapp.services import periods
+    from webapp.services import periods, webhooks
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
     operator = Principal.cli("cli:bench")
@@ -121,6 +124,8 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
         today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))
         month, year = last_closed_month(today)
         _close_for_the_run(Principal.cli(CLOSER), year, month)
+        hook, _secret = webhooks.create(Principal.cli(CLOSER), WEBHOOK_URL, (), [company])
+        webhook = hook.id
         db.session.remove()
     subjects = Subjects(
         company,
@@ -128,6 +133,7 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
         today.replace(day=1).isoformat(),
         small or company,
         (year, month),
+        webhook,
     )
     return subjects, app.url_map.bind("127.0.0.1")
 
@@ -143,13 +149,13 @@ def _close_for_the_run(operator, year: int, month: int) -> None:
 
 
 def _reopen_after(database_url: str, year: int, month: int) -> None:
-    """Delete the closes of the month this run made: the data set is left as the report and
-    month close scenarios expect it (the last ended month open)."""
+    """Delete the closes of the month and the webhook this run made: the data set is left as
+    the report and month close scenarios expect it (the last ended month open)."""
     from sqlalchemy import delete, select
 
     from webapp import create_app
     from webapp.extensions import db
-    from webapp.models import AuditEntry, MonthClose
+    from webapp.models import AuditEntry, MonthClose, Webhook
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
     with app.app_context():
@@ -157,8 +163,12 @@ def _reopen_after(database_url: str, year: int, month: int) -> None:
             MonthClose.year == year, MonthClose.month == month, MonthClose.closed_by == CLOSER
         )
         db.session.execute(delete(MonthClose).where(MonthClose.id.in_(made)))
+        db.session.execute(delete(Webhook).where(Webhook.created_by == CLOSER))
         db.session.execute(
-            delete(AuditEntry).where(AuditEntry.actor == CLOSER, AuditEntry.action == "month.close")
+            delete(AuditEntry).where(
+                AuditEntry.actor == CLOSER,
+                AuditEntry.action.in_(["month.close", "webhook.create"]),
+            )
         )
         db.session.commit()
         db.session.remove()
@@ -211,6 +221,8 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/audit?last=1",
         "/account/tokens",
         "/companies/suggest?for=records&q=c0",
+        "/admin/webhooks",
+        f"/admin/webhooks/{s.webhook}",
     ]
     company_admin = [
         *records,
