@@ -126,7 +126,10 @@ def rows_of(snap: dict[str, Any], kind: str) -> list[dict[str, str]]:
 
 
 def with_rows(snap: dict[str, Any], kind: str, rows: list[dict[str, str]], **counts) -> dict:
-    """`snap` with `kind`'s rows replaced and the given counters moved by the given amounts."""
+    """`snap` with `kind`'s rows replaced and the given counters moved by the given amounts.
+    Every audited change here is a change of a record, so it records one event too."""
+    counts.setdefault("events", counts.get("audit", 0))
+    counts.setdefault("event_ids", counts.get("audit", 0))
     out = dict(snap)
     out[TABLE[kind]] = sorted(tuple(r[f] for f in FIELDS[kind]) for r in rows)
     for name, delta in counts.items():
