@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from flask import Blueprint, flash, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from flask_wtf import FlaskForm
 from wtforms import SelectMultipleField, StringField
@@ -132,7 +133,7 @@ def _admin() -> Principal:
 
 @bp.route("", methods=["GET", "POST"], endpoint="index")
 @login_required
-def index():
+def index() -> ResponseReturnValue:
     me = _admin()
     form = WebhookForm()
     status = 200
@@ -162,7 +163,9 @@ def index():
     return html, status, NO_STORE
 
 
-def _page(me: Principal, webhook_id: int, error: str | None = None, status: int = 200):
+def _page(
+    me: Principal, webhook_id: int, error: str | None = None, status: int = 200
+) -> ResponseReturnValue:
     hook = webhooks.get(me, webhook_id)
     html = render_template(
         "webhooks/page.html",
@@ -176,13 +179,13 @@ def _page(me: Principal, webhook_id: int, error: str | None = None, status: int 
 
 @bp.get("/<int:webhook_id>", endpoint="page")
 @login_required
-def page(webhook_id: int):
+def page(webhook_id: int) -> ResponseReturnValue:
     return _page(_admin(), webhook_id)
 
 
 @bp.post("/<int:webhook_id>/redeliver/<int:event_id>", endpoint="redeliver")
 @login_required
-def redeliver(webhook_id: int, event_id: int):
+def redeliver(webhook_id: int, event_id: int) -> ResponseReturnValue:
     me = _admin()
     webhooks.get(me, webhook_id)  # 404 for an unknown webhook
     if not ConfirmForm().validate_on_submit():
@@ -199,7 +202,7 @@ def redeliver(webhook_id: int, event_id: int):
 
 @bp.route("/<int:webhook_id>/delete", methods=["GET", "POST"], endpoint="delete")
 @login_required
-def delete(webhook_id: int):
+def delete(webhook_id: int) -> ResponseReturnValue:
     me = _admin()
     hook = webhooks.get(me, webhook_id)
     form = ConfirmForm()
