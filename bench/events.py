@@ -64,6 +64,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from .http import ensure_account
 from .table import Result, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,23 +321,6 @@ class Setup:
     token_ids: list[int]
 
 
-def _account(operator: Any, username: str, **grants: Any) -> None:
-    from webapp.services import accounts
-    from webapp.services.errors import Conflict
-
-    try:
-        accounts.create(operator, username, None, **grants)
-    except Conflict:
-        accounts.set_grants(
-            operator,
-            username,
-            system_admin=grants.get("system_admin", False),
-            admin_of=grants.get("admin_of", ()),
-            billing_summary=False,
-            reporting_for=(),
-        )
-
-
 def _prepare(url: str, companies: list[str]) -> Setup:
     from sqlalchemy import select
 
@@ -354,10 +338,10 @@ def _prepare(url: str, companies: list[str]) -> Setup:
     with app.app_context():
         if db.session.get(Company, BATCH_COMPANY) is None:
             company_service.create(operator, BATCH_COMPANY, "Bench batch creates")
-        _account(operator, SYSADMIN, system_admin=True)
+        ensure_account(operator, SYSADMIN, system_admin=True)
         tokens = {"": api_tokens.create(operator, SYSADMIN, "bench")}
         for username, company in zip(ADMINS, companies, strict=False):
-            _account(operator, username, admin_of=[company])
+            ensure_account(operator, username, admin_of=[company])
             tokens[company] = api_tokens.create(operator, username, "bench")
         hashes = [api_tokens.hash_token(t) for t in tokens.values()]
         ids = list(db.session.scalars(select(ApiToken.id).where(ApiToken.token_hash.in_(hashes))))

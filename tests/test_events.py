@@ -1103,7 +1103,7 @@ def test_both_plans_of_a_company_read_give_the_same_events(world, monkeypatch):
         values = {"virt_exten": "9", "company": GLOBEX if i % 2 else INITECH}
         write(world, world.root, "link", {"type": "ddi", "scope": scope, "values": values})
     write(world, world.root, "delete", {"type": "ddi", "scope": {"company": INITECH}})
-    newest = event_feed._newest()
+    newest = events.newest()
     assert newest > 50
     for companies in ({ACME}, {GLOBEX}, {INITECH, GLOBEX}, {"nobody-here"}):
         for after in range(newest + 1):

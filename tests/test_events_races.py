@@ -5,11 +5,8 @@ two transactions recording at once."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,22 +21,9 @@ from webapp.models import EventCounter, EventTxn
 from webapp.services import ddis, event_feed
 
 from .factories import OPERATOR
+from .test_races import post_json as post
 
 POSTGRES_ONLY = "SQLite lets one writer at a time record: two transactions never record at once"
-
-
-def post(base: str, token: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(
-        f"{base}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 # --- many writers, one reader -----------------------------------------------------------------

@@ -39,9 +39,8 @@ def webhooks_list() -> None:
         click.echo("No webhook is registered.")
     for hook in hooks:
         state = webhooks.state(hook, recent=1)
-        described = webhooks.describe(hook)
-        events = ",".join(described["events"]) if hook.event_types else "all events"
-        companies = ",".join(described["companies"]) if hook.companies else "all companies"
+        events = hook.event_types or "all events"  # stored as the comma list shown
+        companies = hook.companies or "all companies"
         where = f"delivered to {hook.cursor} of {state.newest}"
         if state.retrying:
             where += f", retrying event {hook.head_event} ({hook.head_attempts} failed attempts)"

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import insert_rows, utcnow, write_transaction
+from ..extensions import db
 from ..models import Event, EventCounter, EventTxn, WebhookAttempt
 from .errors import Invalid
 
@@ -45,6 +46,12 @@ _PENDING = "events.pending"  # session.info key: the open transaction's event ro
 class _Pending:
     txn_id: int
     count: int = 0
+
+
+def newest() -> int:
+    """The id of the last event committed (0 before the first): every smaller id is committed
+    too (module docstring)."""
+    return db.session.scalar(select(EventCounter.last_id).where(EventCounter.id == 1)) or 0
 
 
 def event_type(action: str) -> str | None:

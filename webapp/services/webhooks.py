@@ -20,10 +20,11 @@ from sqlalchemy.exc import IntegrityError
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..extensions import db
-from ..models import Company, EventCounter, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
+from ..models import Company, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
 from . import audit
 from .errors import Conflict, Invalid, NotFound
 from .events import TYPES
+from .events import newest as newest_event
 from .fields import check_format
 
 MAX_URL = 2000
@@ -101,9 +102,14 @@ def _listed(values: Sequence[str]) -> str | None:
     return ",".join(values) if values else None
 
 
+def named(stored: str | None) -> list[str]:
+    """A webhook's stored filter (event_types, companies) in the order given; [] for 'every'."""
+    return stored.split(",") if stored else []
+
+
 def split(stored: str | None) -> frozenset[str] | None:
     """A webhook's stored filter as a set, or None for 'every'."""
-    return frozenset(stored.split(",")) if stored else None
+    return frozenset(named(stored)) or None
 
 
 def create(
@@ -123,7 +129,7 @@ def create(
     with write_transaction() as session:
         chosen = parse_companies(companies)
         secret = new_secret()
-        last = session.scalar(select(EventCounter.last_id).where(EventCounter.id == 1)) or 0
+        last = newest_event()
         hook = Webhook(
             url=url,
             secret=secret,
@@ -144,8 +150,8 @@ def describe(hook: Webhook) -> dict[str, Any]:
     """What the audit log and `webhooks list` say of a webhook (never its secret)."""
     return {
         "url": hook.url,
-        "events": hook.event_types.split(",") if hook.event_types else "all",
-        "companies": hook.companies.split(",") if hook.companies else "all",
+        "events": named(hook.event_types) or "all",
+        "companies": named(hook.companies) or "all",
     }
 
 
@@ -236,10 +242,6 @@ class State:
     failed: list[WebhookAttempt]  # given up, newest first, with no redelivery queued
     queued: list[int]  # event ids queued for redelivery
     recent: list[WebhookAttempt]  # newest first
-
-
-def newest_event() -> int:
-    return db.session.scalar(select(EventCounter.last_id).where(EventCounter.id == 1)) or 0
 
 
 def state(hook: Webhook, recent: int = RECENT_ATTEMPTS) -> State:

@@ -88,21 +88,15 @@ class Row:
 
 
 def row(hook: Webhook, recent: int = webhooks.RECENT_ATTEMPTS) -> Row:
-    state = webhooks.state(hook, recent=recent)
-    seen: set[int] = set()
-    failed = []
-    for attempt in state.failed:  # an event redelivered and failed again has two
-        if attempt.event_id not in seen:
-            seen.add(attempt.event_id)
-            failed.append(attempt)
+    state = webhooks.state(hook, recent=recent)  # failed: one attempt per event
     return Row(
         hook=hook,
-        events=hook.event_types.split(",") if hook.event_types else [],
-        companies=hook.companies.split(",") if hook.companies else [],
+        events=webhooks.named(hook.event_types),
+        companies=webhooks.named(hook.companies),
         newest=state.newest,
         behind=max(state.newest - hook.cursor, 0),
         retrying=state.retrying,
-        failed=failed,
+        failed=state.failed,
         queued=state.queued,
         recent=state.recent,
     )
