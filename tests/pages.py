@@ -84,12 +84,14 @@ PAGES: dict[str, str] = {
 # Signed out.
 SIGNED_OUT: dict[str, str] = {
     "sign in": "/login",
+    "API reference": "/rest/docs",  # public, like the document it renders (docs/api.md)
 }
 
 # Routed GET addresses that are no page (besides /rest/, /static/ and .csv downloads).
 NOT_PAGES: dict[str, str] = {
     "/": "redirects to a page",
-    "/healthz": "health check for load balancers, not HTML",
+    "/healthz": "liveness probe, not HTML (tests/test_health.py)",
+    "/readyz": "readiness probe for load balancers, not HTML (tests/test_health.py)",
     "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
 }
 

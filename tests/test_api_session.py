@@ -3,9 +3,11 @@
 A session cookie is accepted, and then every POST must carry the CSRF token in X-CSRFToken; a
 Bearer token needs none. Disabling an account or changing its password ends its sessions at once.
 
-There is no sign-in page yet, so the tests write the session themselves: flask-login keeps the
-account's `get_id()` ("<id>:<session_epoch>") under "_user_id", flask-wtf keeps the raw CSRF
-token under "csrf_token" and expects it back signed (what `generate_csrf` would hand a page).
+The tests write the session cookie themselves: flask-login keeps the `get_id()` of the account
+signed in by `signin.sign_in` ("<id>:<session_epoch>:<session key>") under "_user_id",
+flask-wtf keeps the raw CSRF token under "csrf_token" and expects it back signed (what
+`generate_csrf` would hand a page). Sessions ending (sign-out, idle and absolute limits) are
+tests/test_sessions.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from webapp.access import Principal
 from webapp.database import utcnow
 from webapp.extensions import db
 from webapp.models import Account, ApiToken
-from webapp.services import accounts, api_tokens
+from webapp.services import accounts, api_tokens, signin
 
 from .factories import OPERATOR, Caller, World, snapshot
 
@@ -59,12 +61,19 @@ def sign_csrf(app, raw: str, secret: str | None = None) -> str:
     return URLSafeTimedSerializer(key, salt="wtf-csrf-token").dumps(raw)
 
 
+def signed_in_id(username: str, password: str = "correct horse battery") -> str:
+    """The session cookie's user id of a new sign-in session of `username`."""
+    db.session.rollback()
+    acct = signin.sign_in(username, password)
+    assert acct is not None
+    return acct.get_id()
+
+
 def sign_in(client, app, username: str, *, user_id: str | None = None) -> str:
     """Give `client` a session cookie for `username`; answer the X-CSRFToken value to send."""
-    acct = account(username)
     raw = secrets.token_hex(20)
     with client.session_transaction() as s:
-        s["_user_id"] = user_id if user_id is not None else acct.get_id()
+        s["_user_id"] = user_id if user_id is not None else signed_in_id(username)
         s["_fresh"] = True
         s["csrf_token"] = raw
     return sign_csrf(app, raw)
@@ -158,9 +167,8 @@ def test_session_post_without_valid_csrf_is_403(app, client, world, op, body, ba
 
 
 def test_csrf_header_without_a_csrf_token_in_the_session_is_403(app, client, world):
-    acct = account("boss")
     with client.session_transaction() as s:
-        s["_user_id"] = acct.get_id()
+        s["_user_id"] = signed_in_id("boss")
         s["_fresh"] = True
     before = snapshot()
 
@@ -249,12 +257,30 @@ def test_session_of_an_account_whose_epoch_changed_is_refused(app, client, world
 
 @pytest.mark.parametrize(
     "user_id",
-    ["{id}:{stale}", "{id}:{future}", "{id}", "{missing}:0", "boss", "", ":", "{id}:-1", "{id}:x"],
+    [
+        *["{id}:{stale}", "{id}:{future}", "{id}", "{missing}:0", "boss", "", ":", "{id}:-1"],
+        *["{id}:x", "{id}:1", "{id}:1:", "{id}:1:{key}:", "{id}:1:x{key}"],
+        # A valid session key with anything else wrong: the key alone is not enough.
+        *["{id}:{stale}:{key}", "{id}:{future}:{key}", "{missing}:1:{key}", "{other}:0:{key}"],
+        *["{id}:-1:{key}", "{id}:{huge}:{key}", "{huge}:1:{key}"],
+    ],
 )
-def test_session_naming_no_current_account_and_epoch_is_refused(app, client, world, user_id):
+def test_session_naming_no_current_account_and_epoch_is_refused(
+    app, client, factory, world, user_id
+):
+    factory.account("other")  # epoch 0, the epoch in "{other}:0:{key}"
     acct = account("boss")
     accounts.set_password(OPERATOR, "boss", "a brand new password")  # epoch 0 -> 1
-    value = user_id.format(id=acct.id, stale=0, future=7, missing=acct.id + 1000)
+    key = signed_in_id("boss", "a brand new password").split(":")[2]  # an open session
+    value = user_id.format(
+        id=acct.id,
+        stale=0,
+        future=7,
+        missing=acct.id + 1000,
+        other=account("other").id,
+        key=key,
+        huge=2**40,
+    )
     token = sign_in(client, app, "boss", user_id=value)
     before = snapshot()
 
@@ -264,7 +290,8 @@ def test_session_naming_no_current_account_and_epoch_is_refused(app, client, wor
 
 def test_new_session_after_password_change_works(app, client, world):
     accounts.set_password(OPERATOR, "boss", "a brand new password")
-    token = sign_in(client, app, "boss")  # carries the new epoch
+    new_session = signed_in_id("boss", "a brand new password")
+    token = sign_in(client, app, "boss", user_id=new_session)  # carries the new epoch
     assert post(client, "create", CREATE, csrf=token).status_code == 200
 
 

@@ -25,3 +25,12 @@ def test_an_audit_page_out_of_range_says_so(factory):
     assert response.status_code == 400
     soup = BeautifulSoup(response.get_data(as_text=True), "html.parser")
     assert soup.select(".form-error")
+
+
+def test_a_refused_method_on_a_page_says_which_methods_it_takes(client):
+    """HTTP requires Allow on a 405; the pages' error page carries it like the API's."""
+    for path in ("/login", "/healthz", "/readyz"):
+        response = client.open(path, method="TRACE")
+        assert response.status_code == 405, path
+        allowed = {m.strip() for m in response.headers["Allow"].split(",")}
+        assert "GET" in allowed and "TRACE" not in allowed, path

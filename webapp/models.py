@@ -113,8 +113,33 @@ class Account(UserMixin, Model):
     def is_active(self) -> bool:  # flask-login refuses inactive accounts
         return self.active
 
+    # Not a column: the key of the sign-in session (account_sessions) this object was signed in
+    # with or loaded for by the session cookie; None otherwise (services/signin.py).
+    if TYPE_CHECKING:
+        session_key: str | None
+    else:
+        session_key = None
+
     def get_id(self) -> str:
-        return f"{self.id}:{self.session_epoch}"
+        """What flask-login keeps in the session cookie: the account, its session epoch and the
+        key of its sign-in session (services/signin.py checks all three on every request)."""
+        return f"{self.id}:{self.session_epoch}:{self.session_key or ''}"
+
+
+class AccountSession(Model):
+    """One sign-in of an account in a browser: the session cookie names it by a random key of
+    which only the SHA-256 is stored here. Ended by signing out, or refused once idle or old
+    beyond the configured limits (services/signin.py)."""
+
+    __tablename__ = "account_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 hex of the key
+    account_id: Mapped[int] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class ApiToken(Model):
@@ -342,6 +367,9 @@ class AuditEntry(Model):
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     detail: Mapped[str | None] = mapped_column(Text)
+    # The X-Request-ID of the request that wrote the entry (its log lines carry the same id);
+    # NULL for the command line and for entries written before migration 0014.
+    request_id: Mapped[str | None] = mapped_column(String(64))
 
 
 # The two kinds of record the record services serve (services/records.py, Kind.model).

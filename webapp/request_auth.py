@@ -3,7 +3,7 @@ flask-login's session loader). The sign-in pages themselves are views/auth.py.""
 
 from __future__ import annotations
 
-from flask import request, session
+from flask import g, request, session
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError, validate_csrf
 from wtforms.validators import ValidationError
@@ -11,6 +11,7 @@ from wtforms.validators import ValidationError
 from .access import Principal
 from .extensions import login_manager
 from .models import Account
+from .observability.context import note_account
 from .services import api_tokens, signin
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -18,7 +19,16 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 @login_manager.user_loader
 def _load_user(session_id: str) -> Account | None:
+    # The account and its sign-in session, checked in one query (services/signin.py).
     return signin.session_account(session_id)
+
+
+def act_for_nobody() -> None:
+    """Make `current_user` anonymous for the rest of this request, without loading the account
+    a session cookie names: for answers that must not touch the database (the health probes,
+    the error page of a database outage), which the templates and the response headers would
+    otherwise do by asking current_user."""
+    g._login_user = login_manager.anonymous_user()
 
 
 def bearer_token() -> str | None:
@@ -41,6 +51,8 @@ def api_principal() -> Principal | None:
     principal = None
     if token is not None:
         principal = api_tokens.authenticate(token, via="api") if token else None
+        if principal is not None:
+            note_account(principal.username)  # the token's owner, for the access line
     elif current_user.is_authenticated:
         if request.method not in SAFE_METHODS:
             try:

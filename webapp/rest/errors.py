@@ -12,12 +12,20 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Response, jsonify, request
+from flask import Response, g, jsonify, request
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
+from limits.errors import StorageError
+from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from ..services.errors import ERROR_CODES, ServiceError
+from ..services.errors import (
+    ERROR_CODES,
+    RETRY_AFTER_SECONDS,
+    ServiceError,
+    is_outage,
+    outage_reason,
+)
 from . import bp
 
 log = logging.getLogger(__name__)
@@ -33,6 +41,7 @@ MESSAGES: dict[int, str] = {
     413: "The request body is larger than 1 MiB.",
     415: "The body must be declared as application/json.",
     429: "Too many requests; try again later.",
+    503: "The service is briefly unavailable; try again in a few seconds.",
 }
 
 
@@ -83,6 +92,31 @@ def _http_error(exc: HTTPException) -> Response:
     return response
 
 
+@bp.errorhandler(SQLAlchemyError)
+@bp.errorhandler(StorageError)
+def _database_error(exc: SQLAlchemyError | StorageError) -> Response:
+    """A database outage is the server's temporary state, not a fault in the request: 503 with
+    Retry-After, so clients and proxies retry instead of reporting a bug. One log line, no
+    traceback: during an outage every request would log the same one."""
+    if not is_outage(exc):
+        return _unexpected(exc)
+    log.error("%s (%s %s)", outage_reason(exc), request.method, request.path)
+    response = error_response(503, ERROR_CODES[503], MESSAGES[503])
+    response.headers["Retry-After"] = g.outage_retry_after = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+def keep_outage_retry_after(response: Response) -> Response:
+    """An after_request function the app registers before flask-limiter's: flask-limiter sets
+    Retry-After on every API answer to when the caller's rate-limit window resets (up to a
+    minute), which would tell clients to stay away that long from a database that is back in
+    seconds. Flask runs after_request functions last-registered first, so this one runs after
+    flask-limiter's and puts back the outage's own value."""
+    if response.status_code == 503 and (retry_after := g.get("outage_retry_after")):
+        response.headers["Retry-After"] = retry_after
+    return response
+
+
 @bp.errorhandler(Exception)
 def _unexpected(exc: Exception) -> Response:
     # Logged with its traceback for the operator; the caller sees one plain sentence.
@@ -96,5 +130,7 @@ HANDLERS: dict[type[Exception], Callable[[Any], Response]] = {
     CSRFError: _csrf_error,
     RateLimitExceeded: _rate_limited,
     HTTPException: _http_error,
+    SQLAlchemyError: _database_error,
+    StorageError: _database_error,  # the rate-limit store: an outage like the database's
     Exception: _unexpected,
 }

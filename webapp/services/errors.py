@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from limits.errors import StorageError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
 # The error codes of the JSON envelope by HTTP status: the one table the error classes below,
 # the API's error handlers and the OpenAPI document take them from.
 ERROR_CODES: dict[int, str] = {
@@ -14,7 +18,11 @@ ERROR_CODES: dict[int, str] = {
     413: "too_large",
     415: "unsupported_media_type",
     429: "rate_limited",
+    503: "service_unavailable",
 }
+# What a 503 answer's Retry-After says: a database restart or failover takes seconds, and a
+# client retrying sooner only adds load to a server coming back.
+RETRY_AFTER_SECONDS = 5
 
 
 class ServiceError(Exception):
@@ -65,3 +73,28 @@ class UnsupportedMedia(ServiceError):
 
     status = 415
     code = ERROR_CODES[status]
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a database error means the database is unavailable, not that the request or the
+    code is at fault: it could not be reached or the connection was lost (OperationalError, in
+    DB-API terms "errors related to the database's operation": refused or dropped connections,
+    a server shutting down, SQLite unable to open or lock its file), or no pooled connection
+    was free within the pool's timeout. Such a request may succeed if retried: 503 with
+    Retry-After (docs/operations.md#outages). Any other database error is a fault: 500."""
+    if isinstance(exc, OperationalError | PoolTimeout | DisconnectionError | StorageError):
+        return True  # StorageError: the rate-limit store (Redis) could not be reached
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def outage_reason(exc: BaseException) -> str:
+    """One line for the log about an outage: what is unavailable and the driver's first line
+    (e.g. "database unavailable: connection refused"), without the SQL and parameters
+    SQLAlchemy appends."""
+    if isinstance(exc, StorageError):
+        cause: object = exc.storage_error
+        what = "rate-limit store unavailable"
+    else:
+        cause = getattr(exc, "orig", None) or exc
+        what = "database unavailable"
+    return f"{what}: " + (str(cause).strip().splitlines() or [type(cause).__name__])[0]

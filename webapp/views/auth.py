@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
-from flask_login import login_required, login_user, logout_user
+from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 from wtforms.validators import InputRequired, Length
@@ -64,7 +64,7 @@ def login():
     if form.validate_on_submit():
         if sign_in_blocked(form.username.data):
             return error_page(429, "Too many failed sign-ins; wait 15 minutes and try again.")
-        account = signin.authenticate_password(form.username.data, form.password.data)
+        account = signin.sign_in(form.username.data, form.password.data)
         if account is None:
             record_sign_in_failure(form.username.data)
             form.form_errors.append(BAD_CREDENTIALS)
@@ -73,6 +73,7 @@ def login():
             # A fresh session at sign-in: nothing from before (a planted id, an old CSRF
             # token) carries over into the signed-in session.
             session.clear()
+            # The cookie names the account and its new sign-in session (Account.get_id).
             login_user(account)
             flash(f"Signed in as {account.username}.", "success")
             return redirect(destination)
@@ -83,6 +84,9 @@ def login():
 @bp.post("/logout")
 @login_required
 def logout():
+    # Ended on the server first: a copy of this cookie kept anywhere is refused from now on
+    # (clearing the cookie alone would only forget it in this browser).
+    signin.end_session(current_user._get_current_object())
     logout_user()
     session.clear()
     flash("Signed out.", "info")

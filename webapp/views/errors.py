@@ -14,9 +14,12 @@ from flask import flash, make_response, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from limits.errors import StorageError
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from ..services.errors import ServiceError
+from ..request_auth import act_for_nobody
+from ..services.errors import RETRY_AFTER_SECONDS, ServiceError, is_outage, outage_reason
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ PAGE_TITLES: dict[int, str] = {
     413: "Too large",
     429: "Too many attempts",
     500: "Something went wrong",
+    503: "Briefly unavailable",
 }
 
 
@@ -59,8 +63,27 @@ def _rate_limited(exc: RateLimitExceeded) -> ResponseReturnValue:
 
 def _http_error(exc: HTTPException) -> ResponseReturnValue:
     if exc.code in PAGE_TITLES:
-        return error_page(exc.code, exc.description or exc.name)
+        response = make_response(error_page(exc.code, exc.description or exc.name))
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            # HTTP requires a 405 to say which methods the address takes.
+            response.headers["Allow"] = ", ".join(exc.valid_methods)
+        return response
     return exc  # Flask's own answer for the rest (e.g. 415)
+
+
+def _database_error(exc: SQLAlchemyError | StorageError) -> ResponseReturnValue:
+    """A database outage: the app's own error page, 503 with Retry-After. It is rendered for an
+    anonymous visitor (no navigation, no account name) whoever was signed in: finding out who
+    that is, and what the navigation may show them, needs the database that just failed."""
+    if not is_outage(exc):
+        return _unexpected(exc)
+    log.error("%s (%s %s)", outage_reason(exc), request.method, request.path)
+    act_for_nobody()
+    response = make_response(
+        error_page(503, "The service is briefly unavailable; try again in a few seconds.")
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def _unexpected(exc: Exception) -> ResponseReturnValue:
@@ -75,5 +98,7 @@ HANDLERS: dict[type[Exception], Callable[[Any], ResponseReturnValue]] = {
     CSRFError: _csrf_error,
     RateLimitExceeded: _rate_limited,
     HTTPException: _http_error,
+    SQLAlchemyError: _database_error,
+    StorageError: _database_error,  # the rate-limit store: an outage like the database's
     Exception: _unexpected,
 }
