@@ -332,7 +332,11 @@ def _prepare(url: str, companies: list[str]) -> Setup:
     from webapp.services import companies as company_service
 
     app = create_app(
-        {"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "bench", "API_RATE_LIMIT": UNLIMITED}
+        {
+            "SQLALCHEMY_DATABASE_URI": url,
+            "SECRET_KEY": "bench-secret-key-not-secret",
+            "API_RATE_LIMIT": UNLIMITED,
+        }
     )
     operator = Principal.cli("cli:bench")
     with app.app_context():
@@ -618,7 +622,11 @@ def delivery(label: str, setup: Setup, receiver: Receiver, s: Settings) -> list[
 
 @contextlib.contextmanager
 def _worker_process(url: str, log: Path) -> Iterator[subprocess.Popen]:
-    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": os.environ.get("SECRET_KEY", "bench")}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-secret-key-not-secret"),
+    }
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "flask", "--app", "app", "events", "deliver"],
@@ -917,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .run import ensure_data
 
-    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
     databases = [("sqlite", f"sqlite:///{args.dir / 'bench.db'}")]
     if os.environ.get("BENCH_DATABASE_URL"):

@@ -122,7 +122,9 @@ def _prepare(database_url: str) -> Setup:
     from webapp.services import api_tokens, companies
     from webapp.services.errors import Conflict
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
+    )
     operator = Principal.cli("cli:bench")
     with app.app_context():
         sizes = db.session.execute(
@@ -166,7 +168,9 @@ def _revoke(database_url: str, token_ids: list[int]) -> None:
     from webapp.extensions import db
     from webapp.services import api_tokens
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
+    )
     with app.app_context():
         for token_id in token_ids:
             api_tokens.revoke(Principal.cli("cli:bench"), token_id)
@@ -607,6 +611,7 @@ def app_env(database_url: str, log_dir: Path) -> dict[str, str]:
     instance.mkdir(exist_ok=True)
     (instance / "config.py").write_text(
         f"API_RATE_LIMIT = {UNLIMITED!r}\nSIGN_IN_LIMIT = {UNLIMITED!r}\n"
+        f"SIGN_IN_ADDRESS_LIMIT = {UNLIMITED!r}\n"
     )
     return {
         **os.environ,

@@ -219,7 +219,7 @@ def bulk_move(url: str) -> tuple[int, float, float]:
 
     from .list_page import ensure_account, sign_in
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "bench"})
+    app = create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "bench-secret-key-not-secret"})
     with app.app_context():
         sizes = select(Ddi.company, func.count().label("n")).group_by(Ddi.company).subquery()
         # 10,000 DDIs, or the largest company of a smaller data set (the smoke run's).
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--companies", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, default=ROOT, help="where bench.db lives")
     args = parser.parse_args(argv)
-    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
     databases = [("sqlite", f"sqlite:///{args.dir / 'bench.db'}")]
     if os.environ.get("BENCH_DATABASE_URL"):

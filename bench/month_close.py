@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", help="the database column (default: the URL's backend)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault(
         "INSTANCE_PATH", str(Path(__file__).resolve().parent.parent / "instance-bench")
     )

@@ -99,7 +99,9 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
     from webapp.models import Company, Ddi
     from webapp.services import periods, webhooks
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
+    )
     operator = Principal.cli("cli:bench")
     with app.app_context():
         largest = db.session.execute(
@@ -157,7 +159,9 @@ def _reopen_after(database_url: str, year: int, month: int) -> None:
     from webapp.extensions import db
     from webapp.models import AuditEntry, MonthClose, Webhook
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
+    )
     with app.app_context():
         made = select(MonthClose.id).where(
             MonthClose.year == year, MonthClose.month == month, MonthClose.closed_by == CLOSER

@@ -58,7 +58,9 @@ def _close_and_backfill(database_url: str) -> tuple[int, int]:
 
     from .report import last_closed_month
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
+    )
     operator = Principal.cli("cli:bench-screenshots")
     with app.app_context():
         today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))

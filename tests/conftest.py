@@ -191,7 +191,7 @@ def flask(app, tmp_path):
         **os.environ,
         "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
         "INSTANCE_PATH": str(tmp_path / "instance"),
-        "SECRET_KEY": "cli-test",
+        "SECRET_KEY": "cli-test-secret-key-not-secret",
     }
     root = Path(__file__).resolve().parent.parent
 

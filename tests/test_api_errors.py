@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from webapp import create_app
-from webapp.extensions import SweepingMemoryStorage, db, limiter
+from webapp.extensions import ProcessCounters, db, limiter
 from webapp.models import Account, ApiToken
 from webapp.services import accounts, api_tokens
 
@@ -1074,13 +1074,13 @@ def test_rate_limit_counts_every_request_of_a_token_whatever_the_operation(limit
 
 
 def test_rate_limited_requests_start_no_thread(limited_factory, monkeypatch):
-    """The memory:// storage sweeps expired counters inline (extensions.SweepingMemoryStorage),
+    """The memory:// storage sweeps expired counters inline (extensions.ProcessCounters),
     instead of limits' Timer thread per hit; the limits themselves are the tests above."""
     factory = limited_factory
     factory.company("acme")
     first = factory.account("first", system_admin=True)
     read = {"type": "ddi", "scope": {"company": "acme"}}
-    assert isinstance(limiter.storage, SweepingMemoryStorage)
+    assert isinstance(limiter.storage, ProcessCounters)
     started = []
     start = threading.Thread.start
     monkeypatch.setattr(threading.Thread, "start", lambda t: (started.append(t), start(t)))
@@ -1088,6 +1088,36 @@ def test_rate_limited_requests_start_no_thread(limited_factory, monkeypatch):
         assert_success(factory.api(first, "read", read), numrows=0)
         time.sleep(0.02)  # longer than the base class's 10 ms Timer
     assert started == []
+
+
+def test_memory_scheme_is_the_process_counters_through_limits_registry():
+    """memory:// reaches ProcessCounters through limits' public storage registry; a limits
+    release that changes how schemes register fails here, not silently in production."""
+    from limits.storage import storage_from_string
+
+    assert isinstance(storage_from_string("memory://"), ProcessCounters)
+
+
+def test_process_counters_count_in_fixed_windows(monkeypatch):
+    """The fixed-window semantics flask-limiter relies on: counts add up inside a window,
+    start again at 0 once it has passed, and expired keys are swept without being read."""
+    now = [1000.0]
+    monkeypatch.setattr("webapp.extensions.time.time", lambda: now[0])
+    store = ProcessCounters("memory://")
+    assert [store.incr("k", 60) for _ in range(3)] == [1, 2, 3]
+    assert store.get("k") == 3 and store.get_expiry("k") == 1060.0
+    assert store.incr("k", 60, amount=2) == 5
+    now[0] = 1059.9
+    assert store.get("k") == 5
+    now[0] = 1060.0  # the window has passed
+    assert store.get("k") == 0 and store.get_expiry("k") == 1060.0
+    assert store.incr("k", 60) == 1 and store.get_expiry("k") == 1120.0
+    store.incr("other", 1)
+    now[0] = 1200.0
+    store.incr("fresh", 60)  # a hit after a second sweeps the expired counters
+    assert set(store._counters) == {"fresh"}
+    store.clear("fresh")
+    assert store.get("fresh") == 0 and store.check() and store.reset() == 0
 
 
 # --- success shapes --------------------------------------------------------------------------

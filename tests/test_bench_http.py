@@ -38,7 +38,12 @@ def _missing_tools() -> list[str]:
 def _generate(url: str, tmp_path: Path) -> None:
     """A tiny provider (3,000 DDIs in 20 companies) into url, by the bench's own generator, and
     its audit log (an entry per change of the history), as bench.run adds it: once only."""
-    env = {**os.environ, "DATABASE_URL": url, "INSTANCE_PATH": str(tmp_path), "SECRET_KEY": "b"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "bench-secret-key-not-secret",
+    }
 
     def bench_module(*args: str) -> str:
         done = subprocess.run(

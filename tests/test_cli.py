@@ -71,10 +71,10 @@ def test_accounts_create_generates_a_password_shown_once(flask):
     assert result.returncode == 0
     password = result.stdout.strip().splitlines()[-1].split(": ", 1)[1]
     assert len(password) >= 16
-    from webapp.services.signin import authenticate_password
+    from webapp.services.signin import sign_in
 
     db.session.rollback()
-    assert authenticate_password("dave", password) is not None
+    assert sign_in("dave", password) is not None
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}",
         "INSTANCE_PATH": str(tmp_path),
-        "SECRET_KEY": "x",
+        "SECRET_KEY": "cli-test-secret-key-x",
     }
     result = subprocess.run(
         [sys.executable, "-m", "flask", "--app", "app", "companies", "create", "a", "--name", "A"],
@@ -177,7 +177,7 @@ def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'new.db'}",
         "INSTANCE_PATH": str(tmp_path),
-        "SECRET_KEY": "x",
+        "SECRET_KEY": "cli-test-secret-key-x",
     }
     for args in (("db", "upgrade"), ("db", "upgrade"), ("companies", "create", "a", "--name", "A")):
         result = subprocess.run(
@@ -212,7 +212,7 @@ def test_an_unreachable_database_is_one_line(tmp_path):
         **os.environ,
         "DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/none",
         "INSTANCE_PATH": str(tmp_path),
-        "SECRET_KEY": "x",
+        "SECRET_KEY": "cli-test-secret-key-x",
     }
     result = subprocess.run(
         [sys.executable, "-m", "flask", "--app", "app", "companies", "create", "a", "--name", "A"],

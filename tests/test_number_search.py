@@ -432,7 +432,7 @@ def test_bench_brings_a_kept_data_set_to_the_current_schema(
         upgrade(revision="0004")
         _old_rows([1, 2])
         db.engine.dispose()
-    monkeypatch.setenv("SECRET_KEY", "bench")
+    monkeypatch.setenv("SECRET_KEY", "bench-secret-key-not-secret")
     ensure_data(url, 10, 1)  # holds data: not generated again, only upgraded
     engine = create_engine(url)
     with engine.connect() as conn:

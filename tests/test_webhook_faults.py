@@ -54,7 +54,7 @@ class Workers:
             **os.environ,
             "DATABASE_URL": url,
             "INSTANCE_PATH": str(tmp_path / "instance"),
-            "SECRET_KEY": "cli-test",
+            "SECRET_KEY": "cli-test-secret-key-not-secret",
         }
         self.tmp_path = tmp_path
         self.started: list[tuple[subprocess.Popen, Path]] = []

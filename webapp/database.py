@@ -22,12 +22,48 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session
 
+from .config import ConfigError
 from .extensions import db
 from .services.errors import Conflict
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
 RETRYABLE_SQLSTATES = {"40P01", "40001", "55P03"}  # 55P03: a lock_timeout ran out
+
+
+def check_database_exists(engine: Engine) -> None:
+    """PostgreSQL: ConfigError when the database DATABASE_URL names does not exist, with the
+    command that creates it (instead of a traceback from the first query or `db upgrade`).
+    Any other connection failure is left alone: the server may come up after the app, and
+    /readyz reports it meanwhile. The connection opened stays in the pool for the first
+    request. SQLite creates its file on first use: nothing to check."""
+    if engine.dialect.name != "postgresql":
+        return
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as exc:
+        # invalid_catalog_name; a refused connection carries no SQLSTATE, only the server's
+        # message (its English text: the server sends it before any session settings apply).
+        missing = getattr(exc.orig, "sqlstate", None) == "3D000" or (
+            f'database "{engine.url.database}" does not exist' in str(exc.orig)
+        )
+        if not missing:
+            return
+        url = engine.url
+        where = " ".join(
+            part
+            for part in (
+                f"-h {url.host}" if url.host else "",
+                f"-p {url.port}" if url.port else "",
+                f"-U {url.username}" if url.username else "",
+            )
+            if part
+        )
+        raise ConfigError(
+            f"DATABASE_URL: database {url.database!r} does not exist; create it with "
+            f"`createdb {where} {url.database}`".replace("  ", " ")
+        ) from None
 
 
 def configure_engine(engine: Engine) -> None:

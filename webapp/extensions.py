@@ -1,5 +1,6 @@
 """Flask extensions, created unbound here and bound to an app in `create_app`."""
 
+import threading
 import time
 from typing import TYPE_CHECKING, ClassVar
 
@@ -9,7 +10,7 @@ from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
-from limits.storage import MemoryStorage
+from limits.storage import Storage
 from sqlalchemy import MetaData, Table
 from sqlalchemy.orm import DeclarativeBase
 
@@ -38,32 +39,64 @@ login_manager = LoginManager()
 csrf = CSRFProtect()
 
 
-class SweepingMemoryStorage(MemoryStorage):
-    """`memory://` rate-limit storage that sweeps expired entries inline, at most once a second.
+class ProcessCounters(Storage):
+    """`memory://` rate-limit storage: fixed-window counters in this process's memory.
 
-    limits' MemoryStorage starts a threading.Timer thread (10 ms) from nearly every hit to drop
-    expired counters and moving-window events: under steady API traffic that is a new thread
-    per request, a measurable share of a read. The sweep only frees memory; the counting never
-    depends on it (an expired counter is dropped when it is next read, and expired moving-window
-    entries are skipped by their timestamps), so running it from the request itself, now and
-    then, keeps the limits exactly as they were. Registered under the `memory` scheme, so
-    RATELIMIT_STORAGE_URI=memory:// (the default) gets it; redis:// and the rest are untouched.
-    tests/test_api_errors.py checks that hits start no thread, in case limits renames the hook.
+    limits' own MemoryStorage starts a threading.Timer thread (10 ms) from nearly every hit to
+    drop expired counters: under steady API traffic that is a new thread per request, a
+    measurable share of a read. This one implements only limits' public `Storage` interface
+    (the fixed-window strategy, the app's only one) and drops expired counters inline, at most
+    once a second; the counting never depends on that sweep (an expired counter reads as 0).
+    It is registered for the `memory` scheme through limits' documented extension point
+    (STORAGE_SCHEME), so RATELIMIT_STORAGE_URI=memory:// (the default) gets it; redis:// and
+    the rest are untouched. tests/test_api_errors.py checks the registration and the counts.
+    Each process counts alone: with several workers, use a shared store (redis://).
     """
 
     STORAGE_SCHEME = ["memory"]
     SWEEP_SECONDS = 1.0
 
     def __init__(self, uri: str | None = None, wrap_exceptions: bool = False, **options: str):
+        self._counters: dict[str, tuple[int, float]] = {}  # key -> (count, expires at)
+        self._lock = threading.Lock()
+        self._next_sweep = time.time() + self.SWEEP_SECONDS
         super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
-        self._next_sweep = time.monotonic() + self.SWEEP_SECONDS
 
-    # The base class's private hook (name-mangled), called by every hit instead of its Timer.
-    def _MemoryStorage__schedule_expiry(self) -> None:
-        now = time.monotonic()
-        if now >= self._next_sweep:
-            self._next_sweep = now + self.SWEEP_SECONDS
-            self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+    @property
+    def base_exceptions(self) -> type[Exception]:
+        return ValueError  # nothing here fails like a server can
+
+    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        now = time.time()
+        with self._lock:
+            if now >= self._next_sweep:
+                self._next_sweep = now + self.SWEEP_SECONDS
+                self._counters = {k: v for k, v in self._counters.items() if v[1] > now}
+            count, expires = self._counters.get(key, (0, 0.0))
+            if expires <= now:
+                count, expires = 0, now + expiry
+            self._counters[key] = (count + amount, expires)
+            return count + amount
+
+    def get(self, key: str) -> int:
+        count, expires = self._counters.get(key, (0, 0.0))
+        return count if expires > time.time() else 0
+
+    def get_expiry(self, key: str) -> float:
+        _count, expires = self._counters.get(key, (0, 0.0))
+        return expires if expires > time.time() else time.time()
+
+    def check(self) -> bool:
+        return True
+
+    def reset(self) -> int | None:
+        with self._lock:
+            cleared, self._counters = len(self._counters), {}
+        return cleared
+
+    def clear(self, key: str) -> None:
+        with self._lock:
+            self._counters.pop(key, None)
 
 
 # No default limits: the API and sign-in set their own (docs/api.md#limits).

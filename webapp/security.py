@@ -16,7 +16,6 @@ CSP = (
     "connect-src 'self'; form-action 'self'; object-src 'none'; base-uri 'self'; "
     "frame-ancestors 'none'"
 )
-SIGN_IN_LIMIT = "10 per 15 minutes"
 # Keeps an answer out of every cache (Pragma for HTTP/1.0 ones): pages that show a secret once
 # send both; add_headers sets the Cache-Control one on every answer that may hold company data.
 NO_STORE: dict[str, str] = {"Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -68,19 +67,29 @@ def register(app: Flask) -> None:
     app.after_request(add_headers)
 
 
-def _sign_in_keys(username: str) -> list[tuple[str, str]]:
-    return [("sign-in-account", username.lower()), ("sign-in-address", request.remote_addr or "?")]
+def _sign_in_limits(username: str) -> list[tuple[str, str, str]]:
+    """(limit, *key) pairs a failed sign-in counts against: this account from this address,
+    and this address over all accounts. Never the account alone: failures from one address
+    must not lock the account's owner out from another (README, Security). The address is the
+    client's own behind trusted proxies (TRUSTED_PROXY_COUNT)."""
+    address = request.remote_addr or "?"
+    config = current_app.config
+    return [
+        (config["SIGN_IN_LIMIT"], "sign-in-account", f"{username.lower()}@{address}"),
+        (config["SIGN_IN_ADDRESS_LIMIT"], "sign-in-address", address),
+    ]
 
 
 def sign_in_blocked(username: str) -> bool:
-    """Whether this account or this address has failed 10 times in the last 15 minutes."""
-    item = parse(current_app.config.get("SIGN_IN_LIMIT", SIGN_IN_LIMIT))
-    return any(not limiter.limiter.test(item, *key) for key in _sign_in_keys(username))
+    """Whether this account from this address, or this address, has used up its failures."""
+    return any(
+        not limiter.limiter.test(parse(limit), *key) for limit, *key in _sign_in_limits(username)
+    )
 
 
 def record_sign_in_failure(username: str) -> None:
-    """Count a failed sign-in against the account and the address (shared storage, so several
-    workers count together when RATELIMIT_STORAGE_URI points at Redis)."""
-    item = parse(current_app.config.get("SIGN_IN_LIMIT", SIGN_IN_LIMIT))
-    for key in _sign_in_keys(username):
-        limiter.limiter.hit(item, *key)
+    """Count a failed sign-in against the account at this address and against the address
+    (shared storage, so several workers count together when RATELIMIT_STORAGE_URI points at
+    Redis)."""
+    for limit, *key in _sign_in_limits(username):
+        limiter.limiter.hit(parse(limit), *key)

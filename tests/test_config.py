@@ -1,0 +1,174 @@
+"""Configuration checked at start (webapp/config.py SETTINGS): a bad setting stops the app and
+every command with one line naming the variable and exit status 1; the checked values are the
+parsed ones; instance/config.py is read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from webapp import create_app
+from webapp.config import SETTINGS, ConfigError, serving_warnings
+
+from .conftest import PG_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "k" * 32
+
+BAD = [
+    ("DATABASE_URL", "::nonsense", "not a database URL"),
+    ("DATABASE_URL", "postgres://u@h/db", "postgresql+psycopg://"),
+    ("DATABASE_URL", "postgresql://u@h/db", "postgresql+psycopg://"),
+    ("DATABASE_URL", "mysql://u@h/db", "not supported"),
+    ("DATABASE_URL", "postgresql+psycopg://u@h", "names no database"),
+    ("DATABASE_URL", "sqlite:////no/such/folder/x.db", "does not exist"),
+    ("SECRET_KEY", "short", "at least 16 characters"),
+    ("REPORT_TIMEZONE", "Mars/Olympus_Mons", "not an IANA time zone"),
+    ("REPORT_TIMEZONE", "../etc/passwd", "not an IANA time zone"),
+    ("RATELIMIT_STORAGE_URI", "memcache-ish://x", "not a rate-limit storage"),
+    ("RATELIMIT_STORAGE_URI", "localhost:6379", "not a rate-limit storage"),
+    ("API_RATE_LIMIT", "600 per fortnight", "not a rate"),
+    ("API_RATE_LIMIT", "lots", "not a rate"),
+    ("API_RATE_LIMIT", "", "not a rate"),
+    ("SIGN_IN_LIMIT", "ten", "not a rate"),
+    ("SIGN_IN_ADDRESS_LIMIT", "1 per eon", "not a rate"),
+    ("HTTPS", "maybe", "not one of"),
+    ("TRUSTED_PROXY_COUNT", "one", "not a whole number"),
+    ("TRUSTED_PROXY_COUNT", "9", "not between 0 and 5"),
+    ("EVENTS_RETENTION_DAYS", "0", "not between 1"),
+    ("EVENTS_RETENTION_DAYS", "90 days", "not a whole number"),
+]
+
+
+def _key(env: str) -> str:
+    return next(s.key for s in SETTINGS if s.env == env)
+
+
+@pytest.mark.parametrize(("env", "value", "reason"), BAD)
+def test_a_bad_setting_is_one_error_naming_it(env, value, reason):
+    config = {"SECRET_KEY": KEY, _key(env): value}
+    with pytest.raises(ConfigError) as raised:
+        create_app(config)
+    message = str(raised.value)
+    assert message.startswith(f"{env}: ") and reason in message
+    assert "\n" not in message
+
+
+def test_every_setting_is_in_the_readme_configuration_table():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    missing = [s.env for s in SETTINGS if f"`{s.env}`" not in table]
+    assert missing == []
+
+
+def test_checked_values_are_parsed(app):
+    created = create_app(
+        {
+            "SECRET_KEY": KEY,
+            "HTTPS": "yes",
+            "TRUSTED_PROXY_COUNT": "2",
+            "EVENTS_RETENTION_DAYS": "30",
+            "REPORT_TIMEZONE": " Europe/Paris ",
+        }
+    )
+    config = created.config
+    assert config["HTTPS"] is True and config["TRUSTED_PROXY_COUNT"] == 2
+    assert config["EVENTS_RETENTION_DAYS"] == 30 and config["REPORT_TIMEZONE"] == "Europe/Paris"
+    # What HTTPS implies follows it, whichever source set it.
+    assert config["SESSION_COOKIE_SECURE"] and config["WTF_CSRF_SSL_STRICT"]
+    assert config["PREFERRED_URL_SCHEME"] == "https"
+
+
+def test_instance_config_py_is_read(tmp_path, monkeypatch):
+    """instance/config.py may set any setting (README, Configuration), and it is checked too."""
+    monkeypatch.setenv("INSTANCE_PATH", str(tmp_path))
+    (tmp_path / "config.py").write_text('API_RATE_LIMIT = "7 per minute"\n')
+    assert create_app({"SECRET_KEY": KEY}).config["API_RATE_LIMIT"] == "7 per minute"
+    (tmp_path / "config.py").write_text('REPORT_TIMEZONE = "Nowhere/Land"\n')
+    with pytest.raises(ConfigError, match=r"^REPORT_TIMEZONE: "):
+        create_app({"SECRET_KEY": KEY})
+
+
+def _flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", *args],
+        cwd=ROOT,
+        env={**os.environ, "SECRET_KEY": KEY, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "value"),
+    [("API_RATE_LIMIT", "lots"), ("REPORT_TIMEZONE", "Mars/Base"), ("DATABASE_URL", "::")],
+)
+def test_every_command_refuses_a_bad_setting_with_one_line(tmp_path, env, value):
+    for args in (["db", "upgrade"], ["companies", "list"], ["routes"]):
+        done = _flask({"INSTANCE_PATH": str(tmp_path), env: value}, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+        assert done.stderr.startswith(f"Configuration error: {env}: ")
+        assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PG_URL, reason="needs PostgreSQL (TEST_DATABASE_URL)")
+def test_a_missing_postgresql_database_is_one_line_saying_how_to_create_it(tmp_path):
+    from sqlalchemy.engine import make_url
+
+    url = make_url(PG_URL).set(database="telephony_never_created")
+    rendered = url.render_as_string(hide_password=False)
+    done = _flask({"INSTANCE_PATH": str(tmp_path), "DATABASE_URL": rendered}, "db", "upgrade")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line
+    assert "database 'telephony_never_created' does not exist" in line
+    assert "createdb" in line and line.endswith("telephony_never_created`")
+
+
+@pytest.mark.slow
+def test_gunicorn_refuses_to_boot_with_a_bad_setting(tmp_path):
+    """The server started as the README says (gunicorn.conf.py: its master checks before any
+    worker starts) stops at once, non-zero, with the one line; no worker keeps restarting."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "gunicorn.conf.py",
+            "--bind",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "app:app",
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "SECRET_KEY": KEY,
+            "INSTANCE_PATH": str(tmp_path),
+            "API_RATE_LIMIT": "lots",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "Configuration error: API_RATE_LIMIT: 'lots' is not a rate" in done.stderr
+    assert "Traceback" not in done.stderr and "Booting worker" not in done.stderr
+
+
+def test_memory_rate_limits_under_several_workers_are_warned_about():
+    config = {"RATELIMIT_STORAGE_URI": "memory://"}
+    assert serving_warnings(config, 1) == []
+    (warning,) = serving_warnings(config, 4)
+    assert "4 worker processes" in warning and "redis://" in warning
+    assert serving_warnings({"RATELIMIT_STORAGE_URI": "redis://127.0.0.1:6379"}, 4) == []
