@@ -4,14 +4,20 @@ from logging.config import fileConfig
 from alembic import context
 from flask import current_app
 
+from webapp.observability.logs import Handler
+
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-# Keep the app's own loggers working when migrations run inside it (tests, `db upgrade`).
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# Migrations run inside the app (`flask db upgrade`, tests), which has set up its own log
+# format (webapp/observability/logs.py): alembic's lines ("Running upgrade ...") are written
+# in it. alembic.ini's logging applies only where the app's handler is missing.
+if any(isinstance(h, Handler) for h in logging.getLogger().handlers):
+    logging.getLogger("alembic").setLevel(logging.INFO)
+else:
+    # Keep the app's own loggers working when migrations run inside it.
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger("alembic.env")
 
 

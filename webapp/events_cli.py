@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 from flask import current_app
 
@@ -62,12 +60,34 @@ def webhooks_delete(webhook_id: int) -> None:
 
 @events_cli.command("deliver")
 @click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Serve the worker's metrics (Prometheus) on this port (default 0: not served).",
+)
+@click.option(
+    "--metrics-address",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address --metrics-port listens on.",
+)
 @friendly
-def events_deliver(once: bool) -> None:
+def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
     """POST the change events to the webhooks, signed, in order, until stopped (SIGTERM)."""
     from .services import delivery
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # Its log lines are the app's (LOG_FORMAT, LOG_LEVEL: create_app set them up).
+    if metrics_port:
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(metrics_port, addr=metrics_address)
+        except OSError as exc:
+            raise click.ClickException(
+                f"--metrics-port: cannot listen on {metrics_address}:{metrics_port}: "
+                f"{exc.strerror or exc}"
+            ) from None
     worker = delivery.Worker(db.engine)
     worker.run(once=once)
     if once:

@@ -34,6 +34,7 @@ from ..access import Principal
 from ..database import bulk_cache, insert_rows, one_of, write_transaction
 from ..extensions import db
 from ..models import Company, Ddi
+from ..observability.metrics import IMPORT_SECONDS, timed
 from . import changes, ddis, history
 from .errors import Conflict, Forbidden, Invalid
 from .fields import FORMATS, MAX_DDI_DIGITS
@@ -360,7 +361,8 @@ def plan(principal: Principal, source: Source) -> Plan:
     """
     session = db.session()
     try:
-        return _read_plan(session, principal, source, lock=False)
+        with timed(IMPORT_SECONDS, "plan"):
+            return _read_plan(session, principal, source, lock=False)
     finally:
         session.rollback()  # end the read transaction: the dry run holds nothing
 
@@ -376,7 +378,11 @@ def apply(principal: Principal, source: Source, expected: str | None = None) -> 
     One audit entry per changed DDI, each naming the import ('import <id>' in its detail).
     A DDI created by someone else while the import runs raises Conflict.
     """
-    with write_transaction() as session, bulk_cache(session):
+    with (
+        timed(IMPORT_SECONDS, "apply"),
+        write_transaction() as session,
+        bulk_cache(session),
+    ):
         first = _read_plan(session, principal, source, lock=True)
         if expected is not None and first.fingerprint != expected:
             raise Stale(first)

@@ -43,6 +43,7 @@ from standardwebhooks.webhooks import Webhook as Signer
 from ..database import utcnow
 from ..extensions import db
 from ..models import Webhook, WebhookAttempt, WebhookRedelivery
+from ..observability.metrics import WEBHOOK_ATTEMPTS
 from . import event_feed, webhooks
 
 log = logging.getLogger(__name__)
@@ -383,6 +384,7 @@ class Worker:
             log.warning("webhook %s: event %s given up after 24 h", hook.id, event_id)
         else:
             outcome = "retry"
+        WEBHOOK_ATTEMPTS.labels(outcome).inc()
         self._pending.append(
             {
                 "webhook_id": hook.id,

@@ -39,6 +39,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from ..access import Principal, within
 from ..extensions import db
 from ..models import Company, HistoryInterval
+from ..observability.metrics import REPORT_SECONDS, timed, timed_report
 from . import closed_figures, periods, rollup_sums, rollups
 from .errors import Invalid
 from .fields import check_format, parse_int
@@ -94,6 +95,7 @@ def report(principal: Principal, kind: str, request: ReportRequest, today: date 
     return answer(principal, kind, request, today)["values"]
 
 
+@timed_report("answer", kind_at=1)
 def answer(
     principal: Principal, kind: str, request: ReportRequest, today: date | None = None
 ) -> dict[str, Any]:
@@ -154,6 +156,7 @@ class Ranking:
     rows: dict[str, dict[str, Any]]  # the page's companies, in rank order: report()'s entries
 
 
+@timed_report("ranking", kind_at=1)
 def ranking(
     principal: Principal,
     kind: str,
@@ -235,12 +238,14 @@ def report_rows(
         # From the history (no rollup) one query for the whole choice costs about what one
         # for a chunk does: then one chunk.
         step = chunk if close is not None or _rollup_ready(kind) else max(len(companies), 1)
-        for start in range(0, len(companies), step):
-            part = companies[start : start + step]
-            wanted = None if everyone and step >= len(companies) else [c for c, _ in part]
-            lists = _peak_lists(kind, period, wanted, close)
-            for company_id, name in part:
-                yield company_id, _entry(kind, name, labels, lists.get(company_id, zeros))
+        # Timed while the download streams: the time its consumer takes between rows counts.
+        with timed(REPORT_SECONDS, kind, "rows"):
+            for start in range(0, len(companies), step):
+                part = companies[start : start + step]
+                wanted = None if everyone and step >= len(companies) else [c for c, _ in part]
+                lists = _peak_lists(kind, period, wanted, close)
+                for company_id, name in part:
+                    yield company_id, _entry(kind, name, labels, lists.get(company_id, zeros))
 
     return period, pairs()
 
@@ -271,6 +276,7 @@ def _names(companies: list[str]) -> dict[str, str]:
     return {c: name for c, name in db.session.connection().execute(query).all()}
 
 
+@timed_report("peaks", kind_at=0)
 def peak_lists(
     kind: str, period: periods.Period, companies: list[str] | None
 ) -> dict[str, list[int]]:
