@@ -300,3 +300,6 @@ def register_cli(app: Flask) -> None:
 
     app.cli.add_command(webhooks_cli)
     app.cli.add_command(events_cli)
+    from . import backup
+
+    backup.register(app)  # `db backup`, beside Flask-Migrate's `db` commands
