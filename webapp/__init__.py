@@ -4,18 +4,68 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
+from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .config import _secret_key, default_config, engine_options
-from .database import configure_engine
+from . import observability
+from .config import (
+    ConfigError,
+    _secret_key,
+    check_config,
+    default_config,
+    engine_options,
+    serving_warnings,
+)
+from .database import check_database_exists, configure_engine
 from .extensions import csrf, db, limiter, login_manager, migrate
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+# templates/, static/ and migrations/ live at the top of the repo, beside webapp/: a checkout
+# (`make run`, an editable install) reads them there. A wheel carries copies inside the package
+# (setup.py puts them there), so finding them there means running from an installed wheel.
+INSTALLED = (PACKAGE_DIR / "templates").is_dir()
+ROOT = PACKAGE_DIR if INSTALLED else PACKAGE_DIR.parent  # the directory holding those three
+APP_NAME = "telephony-admin"
+
+
+def default_instance_path() -> Path:
+    """The instance folder when INSTANCE_PATH is not set (the SQLite database, the generated
+    secret key, the demo passwords): `instance/` in a checkout; for an installed wheel the
+    user's data directory, `$XDG_DATA_HOME/telephony-admin` (`~/.local/share/telephony-admin`).
+    Never a directory inside the installed package: site-packages is shared by every user of
+    the environment, often read-only, and replaced by the next upgrade."""
+    if not INSTALLED:
+        return PACKAGE_DIR.parent / "instance"
+    data_home = os.environ.get("XDG_DATA_HOME", "")
+    if os.path.isabs(data_home):  # the XDG spec: a relative value is invalid, ignore it
+        return Path(data_home) / APP_NAME
+    try:
+        return Path.home() / ".local" / "share" / APP_NAME
+    except RuntimeError:  # no HOME and no passwd entry, as for some service users
+        raise ConfigError(
+            "INSTANCE_PATH: not set, and there is no home directory to default to; "
+            "set it to a directory the app may write to"
+        ) from None
+
+
+def instance_folder() -> Path:
+    """INSTANCE_PATH, else default_instance_path(); created (private to the user) if missing,
+    as a first run from an installed wheel finds it: ConfigError when it cannot be."""
+    path = Path(os.environ.get("INSTANCE_PATH") or default_instance_path())
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"INSTANCE_PATH: cannot create {path} ({exc.strerror}); "
+            "set it to a directory the app may write to"
+        ) from None
+    return path
 
 
 class CookieSessions(SecureCookieSessionInterface):
@@ -30,8 +80,12 @@ class CookieSessions(SecureCookieSessionInterface):
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """Build the app: defaults, then instance/config.py, then `config` (tests pass a dict)."""
-    instance_path = Path(os.environ.get("INSTANCE_PATH") or ROOT / "instance")
+    """Build the app: defaults, then instance/config.py, then `config` (tests pass a dict).
+
+    Every setting is checked first (config.check_config), and a PostgreSQL database that does
+    not exist is reported: either raises ConfigError, one line naming the setting, which
+    app.py and webapp.wsgi turn into that line on stderr and exit status 1."""
+    instance_path = instance_folder()
     app = Flask(
         __name__,
         instance_path=str(instance_path),
@@ -39,9 +93,15 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         static_folder=str(ROOT / "static"),
     )
     app.config.update(default_config(instance_path))
-    app.config.from_pyfile("config.py", silent=True)
+    # The instance folder's config.py (a relative name would be read beside this package, and
+    # so would run webapp/config.py instead).
+    app.config.from_pyfile(str(instance_path / "config.py"), silent=True)
     if config:
         app.config.update(config)
+    check_config(app.config)
+    # Flask refuses a session cookie signed longer ago than this: the sign-in sessions' own
+    # absolute limit (services/signin.py), instead of Flask's default of 31 days.
+    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(hours=app.config["SESSION_MAX_HOURS"])
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
         **engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),
         **app.config.get("SQLALCHEMY_ENGINE_OPTIONS", {}),
@@ -49,6 +109,13 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = _secret_key(instance_path)
 
+    if proxies := app.config["TRUSTED_PROXY_COUNT"]:
+        # The client's address, scheme, host and port as the proxies in front saw them; only
+        # the last `proxies` entries of each X-Forwarded-* header are believed, so a client
+        # cannot forge its address by sending the header itself (docs/operations.md).
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies
+        )
     app.session_interface = CookieSessions()
     app.json.sort_keys = False  # type: ignore[attr-defined]  # answers keep the documented field order
 
@@ -56,9 +123,16 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
+    from .rest.errors import keep_outage_retry_after
+
+    # Before the limiter's own after_request function, so that it runs after it.
+    app.after_request(keep_outage_retry_after)
     limiter.init_app(app)
     with app.app_context():
         configure_engine(db.engine)
+        # Log format and level, request ids and the access line, /metrics when configured.
+        observability.init_app(app, db.engine)
+        check_database_exists(db.engine)
 
     from . import (
         request_auth,  # noqa: F401  (registers the session loader)
@@ -67,15 +141,27 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     )
     from .cli import register_cli
     from .rest import bp as rest_bp
-    from .rest.meta import healthz
+    from .rest.meta import healthz, readyz
 
     app.register_blueprint(rest_bp)
     views.register(app)
     security.register(app)
-    app.add_url_rule("/healthz", "healthz", healthz)
+    app.add_url_rule("/healthz", "healthz", healthz)  # liveness
+    app.add_url_rule("/readyz", "readyz", readyz)  # readiness (docs/operations.md)
     register_error_handlers(app)
     register_cli(app)
     return app
+
+
+def check_startup(processes: int = 1) -> list[str]:
+    """Build the app once and let it go: what gunicorn's master runs before it starts any
+    worker (gunicorn.conf.py), so a bad setting or a missing database stops the server with one
+    line (ConfigError, as create_app) instead of every worker failing alike. Returns the
+    warnings for serving with `processes` worker processes (config.serving_warnings)."""
+    app = create_app()
+    with app.app_context():
+        db.engine.dispose()  # no connection of the master's may leak into forked workers
+    return serving_warnings(app.config, processes)
 
 
 ErrorHandler = Callable[[Any], ResponseReturnValue]

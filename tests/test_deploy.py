@@ -1,0 +1,207 @@
+"""deploy/: the Procfile's processes run as written (the web server answers, the delivery
+worker stays up, SIGTERM stops both cleanly), and the systemd units parse and name commands
+that exist."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # real gunicorn and worker processes
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+VENV_BIN = Path(sys.executable).parent
+# Where the units expect the checkout; the tests put this one there instead.
+UNIT_CHECKOUT = "/srv/telephony-admin"
+
+
+def procfile() -> dict[str, str]:
+    """process name -> command, as honcho and foreman read deploy/Procfile."""
+    found = {}
+    for line in (DEPLOY / "Procfile").read_text().splitlines():
+        if match := re.fullmatch(r"([A-Za-z0-9_-]+):\s*(.+)", line):
+            found[match[1]] = match[2]
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.fixture
+def process_env(migrated, tmp_path) -> dict[str, str]:
+    """The environment a Procfile runner gives its processes: the venv's commands first on
+    PATH, the test's own database, an instance folder of the test's own."""
+    # gunicorn.conf.py makes a metrics directory under /dev/shm unless given one, and only a
+    # server that ran removes it (not `--check-config`): give it one that goes with tmp_path.
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    return {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DATABASE_URL": migrated,
+        "INSTANCE_PATH": str(tmp_path / "instance"),
+        "SECRET_KEY": "deploy-test-secret-key-0123456789",
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics),
+    }
+
+
+def stop_cleanly(name: str, process: subprocess.Popen, log: Path) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"{name} still running 10 s after SIGTERM:\n{log.read_text()[-3000:]}")
+    assert process.returncode == 0, f"{name} exited {process.returncode}:\n{log.read_text()}"
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path):
+    commands = procfile()
+    assert set(commands) == {"web", "deliver"}
+    port = free_port()
+    # WEB_CONCURRENCY: as a platform sets it (gunicorn.conf.py); 2 workers boot fast here.
+    env = {**process_env, "PORT": str(port), "WEB_CONCURRENCY": "2"}
+    processes: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        for name, command in commands.items():
+            log = tmp_path / f"{name}.log"
+            with log.open("w") as out:
+                # As a Procfile runner does: the line through a shell, which `exec` replaces so
+                # that the runner's signals reach the process itself.
+                processes[name] = (
+                    subprocess.Popen(
+                        ["/bin/sh", "-c", f"exec {command}"],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    ),
+                    log,
+                )
+        web, web_log = processes["web"]
+        deadline = time.monotonic() + 60
+        while True:
+            assert web.poll() is None, f"web exited {web.returncode}:\n{web_log.read_text()}"
+            try:
+                if get(f"http://127.0.0.1:{port}/healthz") == 200:
+                    break
+            except OSError:  # not listening yet
+                pass
+            assert time.monotonic() < deadline, f"no /healthz in 60 s:\n{web_log.read_text()}"
+            time.sleep(0.2)
+        assert get(f"http://127.0.0.1:{port}/login") == 200
+
+        time.sleep(1)  # the worker has had time to connect, find nothing due, and wait
+        deliver, deliver_log = processes["deliver"]
+        assert deliver.poll() is None, f"deliver exited:\n{deliver_log.read_text()}"
+        for name, (process, log) in processes.items():
+            stop_cleanly(name, process, log)
+    finally:
+        for process, _ in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def units() -> list[Path]:
+    return sorted((DEPLOY / "systemd").iterdir())
+
+
+def unit_here(unit: Path, into: Path) -> Path:
+    """A copy of the unit with the checkout it expects replaced by this one."""
+    copy = into / unit.name
+    copy.write_text(unit.read_text().replace(UNIT_CHECKOUT, str(ROOT)))
+    return copy
+
+
+def parsed(unit: Path) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys keep their case
+    parser.read_string(unit.read_text())
+    return parser
+
+
+def test_systemd_units_parse(tmp_path):
+    """Each unit as systemd reads it (systemd-analyze verify when there is one: unknown keys,
+    missing executables); in any case the keys each kind of unit needs."""
+    names = [u.name for u in units()]
+    assert names == [
+        "telephony-deliver.service",
+        "telephony-prune.service",
+        "telephony-prune.timer",
+        "telephony-web.service",
+    ]
+    for unit in units():
+        config = parsed(unit)
+        assert config.get("Unit", "Description")
+        if unit.suffix == ".timer":
+            assert config.get("Timer", "OnCalendar") == "daily"
+            assert config.get("Install", "WantedBy") == "timers.target"
+            assert (unit.parent / f"{unit.stem}.service").is_file()
+            continue
+        assert config.get("Service", "ExecStart").startswith(f"{UNIT_CHECKOUT}/.venv/bin/")
+        assert config.get("Service", "WorkingDirectory") == UNIT_CHECKOUT
+        assert config.get("Service", "EnvironmentFile") == "/etc/telephony-admin.env"
+        if unit.stem != "telephony-prune":  # the timer starts it; it is not enabled itself
+            assert config.get("Install", "WantedBy") == "multi-user.target"
+
+    verify = shutil.which("systemd-analyze")
+    if verify is None:
+        return
+    copies = [unit_here(unit, tmp_path) for unit in units()]
+    done = subprocess.run(
+        [verify, "verify", "--man=no", *map(str, copies)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), (
+        done.stdout + done.stderr
+    )
+
+
+def test_systemd_units_name_commands_that_exist(process_env, tmp_path):
+    """Each ExecStart, in this checkout: the program is there, and what it is asked to run
+    exists (gunicorn loads the app it names; telephony-admin knows the command)."""
+    for unit in units():
+        if unit.suffix != ".service":
+            continue
+        argv = shlex.split(parsed(unit_here(unit, tmp_path)).get("Service", "ExecStart"))
+        program = Path(argv[0])
+        assert program.is_file() and os.access(program, os.X_OK), f"{unit.name}: {program}"
+        if program.name == "gunicorn":
+            check = [*argv[:1], "--check-config", *argv[1:]]
+        else:
+            assert program.name == "telephony-admin", unit.name
+            check = [*argv, "--help"]
+        done = subprocess.run(
+            check, cwd=ROOT, env=process_env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"{unit.name}: {done.stdout}{done.stderr}"
