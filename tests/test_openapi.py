@@ -1,16 +1,28 @@
-"""The OpenAPI document agrees with the real request validation: a body the schema accepts is
-never refused as a bad request, and a body it rejects always is."""
+"""The OpenAPI document (docs/api.md#the-openapi-document) and its page, /rest/docs.
+
+The document agrees with the real request validation: a body the schema accepts is never
+refused as a bad request, and a body it rejects always is, for the record operations (random
+bodies) and for every report and month-close month around today (each month and year near
+the bounds). It reads well to a generator and to people: an operationId, one declared tag, a
+summary and an example per operation; every body and answer a named component; examples that
+fit their schemas. The page shows every operation and every schema, without credentials and
+without a script.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 
 import pytest
+from bs4 import BeautifulSoup
+from flask import current_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from webapp.services.fields import MAX_DDI_DIGITS
+from webapp.services import periods
 
 FIELD_VALUES = {
     "dialcode": ["44", "1", "1234567", "12345678", "", "4a", 44, None],
@@ -20,6 +32,7 @@ FIELD_VALUES = {
     "username": ["ana.kim", "a@b", "Ana", "", 5],
     "extra": ["x"],
 }
+METHODS = ("get", "post")
 
 
 @pytest.fixture
@@ -38,14 +51,130 @@ def resolve(spec: dict, node):
     return node
 
 
+def operations(spec: dict):
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            yield path, method, operation
+
+
+def body_schema(spec: dict, path: str, media_type: str = "application/json") -> dict:
+    body = spec["paths"][path]["post"]["requestBody"]["content"][media_type]["schema"]
+    return resolve(spec, body)
+
+
 def test_the_document_is_well_formed(spec):
     assert spec["openapi"].startswith("3.1")
-    for path, item in spec["paths"].items():
-        for operation in item.values():
-            body = operation.get("requestBody")
-            for content in (body or {}).get("content", {}).values():  # JSON, or the import's CSV
-                Draft202012Validator.check_schema(resolve(spec, content["schema"]))
-            assert "200" in operation["responses"], path
+    for schema in spec["components"]["schemas"].values():
+        Draft202012Validator.check_schema(resolve(spec, schema))
+    for path, _method, operation in operations(spec):
+        body = operation.get("requestBody")
+        for content in (body or {}).get("content", {}).values():  # JSON, or the import's CSV
+            Draft202012Validator.check_schema(resolve(spec, content["schema"]))
+        assert "200" in operation["responses"], path
+
+
+def test_servers_name_the_address_the_request_reached(factory):
+    spec = factory.client.get("/rest/openapi.json", base_url="https://api.example.net").get_json()
+    assert spec["servers"][0]["url"] == "https://api.example.net"
+    assert all(p.startswith("/") for p in spec["paths"])  # paths hang off the server's root
+
+
+def test_every_operation_reads_well_to_a_generator(spec):
+    """What openapi-python-client names its modules, functions and models after."""
+    declared = [t["name"] for t in spec["tags"]]
+    ids = [op["operationId"] for _p, _m, op in operations(spec)]
+    assert len(ids) == len(set(ids)), ids
+    used = set()
+    for path, method, op in operations(spec):
+        assert re.fullmatch(r"[a-z][A-Za-z]+", op["operationId"]), op["operationId"]
+        assert len(op["tags"]) == 1 and op["tags"][0] in declared, (path, method)
+        used.add(op["tags"][0])
+        assert op["summary"] and op["description"], (path, method)
+        for content in op.get("requestBody", {}).get("content", {}).values():
+            schema = content["schema"]
+            if content is op["requestBody"]["content"].get("application/json"):
+                # A named component, or a choice of named components: never an inline object.
+                options = schema.get("oneOf", [schema])
+                assert all("$ref" in o for o in options), (path, schema)
+            assert content.get("examples"), (path, method)
+        for status, answer in op["responses"].items():
+            for media_type, content in answer.get("content", {}).items():
+                if media_type == "application/json":
+                    assert "$ref" in content["schema"], (path, status)
+    assert used == set(declared)
+
+
+def test_named_schemas_for_the_records_reports_and_errors(spec):
+    schemas = spec["components"]["schemas"]
+    for name in ("Ddi", "PhoneUser", "Error", "DdiCountEntry", "UserCountEntry", "Period"):
+        assert name in schemas
+    assert set(schemas["Ddi"]["required"]) == {"dialcode", "number", "virt_exten", "company"}
+    read = spec["paths"]["/rest/ops/read/"]["post"]["responses"]["200"]["content"]
+    values = schemas[read["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]]
+    assert values["properties"]["values"]["items"]["oneOf"] == [
+        {"$ref": "#/components/schemas/Ddi"},
+        {"$ref": "#/components/schemas/PhoneUser"},
+    ]
+
+
+def test_every_example_fits_its_schema(spec):
+    checked = 0
+    for path, method, op in operations(spec):
+        for media_type, content in op.get("requestBody", {}).get("content", {}).items():
+            validator = Draft202012Validator(resolve(spec, content["schema"]))
+            for name, example in content["examples"].items():
+                assert validator.is_valid(example["value"]), (path, name, media_type)
+                checked += 1
+        for status, answer in op["responses"].items():
+            content = answer.get("content", {}).get("application/json", {})
+            if "example" in content:
+                assert Draft202012Validator(resolve(spec, content["schema"])).is_valid(
+                    content["example"]
+                ), (path, method, status)
+                checked += 1
+        for parameter in op.get("parameters", ()):
+            assert Draft202012Validator(resolve(spec, parameter["schema"])).is_valid(
+                parameter["example"]
+            ), (path, parameter["name"])
+    for name, schema in spec["components"]["schemas"].items():
+        for example in schema.get("examples", ()):
+            assert Draft202012Validator(resolve(spec, schema)).is_valid(example), name
+            checked += 1
+    assert checked > 50
+
+
+def test_the_examples_work_against_the_api(factory, spec):
+    """Each JSON example, sent as it is by a System-Admin to the API it documents (in the
+    order the document lists them, after the companies they name exist), is never a 400."""
+    for company in ("acme", "globex"):
+        factory.company(company)
+    root = factory.account("root", system_admin=True)
+    for path, _method, op in operations(spec):
+        content = op.get("requestBody", {}).get("content", {}).get("application/json")
+        for name, example in (content or {}).get("examples", {}).items():
+            body = example["value"]
+            if path == "/rest/events/read":
+                body = {**body, "wait": 0}  # the same request, without the long poll
+            response = factory.client.post(path, json=body, headers=root.headers)
+            assert response.status_code in (200, 404, 409), (path, name, response.get_json())
+
+
+def test_the_probes_answer_as_documented(factory, spec):
+    for path in ("/healthz", "/readyz"):
+        response = factory.client.get(path)
+        answer = spec["paths"][path]["get"]["responses"][str(response.status_code)]
+        schema = resolve(spec, answer["content"]["application/json"]["schema"])
+        assert Draft202012Validator(schema).is_valid(response.get_json()), path
+
+
+def test_the_error_codes_are_the_ones_answered(spec):
+    from webapp.services.errors import ERROR_CODES
+
+    codes = spec["components"]["schemas"]["ErrorDetail"]["properties"]["code"]["enum"]
+    assert codes == sorted(set(ERROR_CODES.values()))
+
+
+# --- the schema and the validation agree -----------------------------------------------------
 
 
 @st.composite
@@ -80,31 +209,184 @@ def bodies(draw, op: str):
 )
 @given(data=st.data())
 def test_schema_and_validation_agree(factory, spec, op, data):
+    """Dialcode and number together at most 17 digits included: the schema states it too."""
     if not hasattr(factory, "_root"):
         factory.company("acme")
         factory.company("globex")
         factory._root = factory.account("root", system_admin=True)
-    schema = resolve(
-        spec,
-        spec["paths"][f"/rest/ops/{op}/"]["post"]["requestBody"]["content"]["application/json"][
-            "schema"
-        ],
-    )
+    schema = body_schema(spec, f"/rest/ops/{op}/")
     body = data.draw(bodies(op))
-    # The one rule JSON Schema cannot state, so the document states it in prose (the number's
-    # description): a DDI's dialcode and number together hold at most 17 digits.
-    schema_ok = Draft202012Validator(schema).is_valid(body) and not _over_17_digits(body)
+    schema_ok = Draft202012Validator(schema).is_valid(body)
     response = factory.api(factory._root, op, body)
     app_ok = response.status_code != 400
     assert schema_ok == app_ok, (json.dumps(body), response.status_code, response.get_json())
 
 
-def _over_17_digits(body: dict) -> bool:
-    parts = [body.get("scope"), body.get("values")]
-    return any(
-        isinstance(p, dict)
-        and isinstance(p.get("dialcode"), str)
-        and isinstance(p.get("number"), str)
-        and len(p["dialcode"]) + len(p["number"]) > MAX_DDI_DIGITS
-        for p in parts
-    )
+def _ddi_bodies(dialcode: str, number: str) -> dict[str, dict]:
+    """A DDI body per operation, valid but for the dialcode and number under test."""
+    key = {"dialcode": dialcode, "number": number}
+    return {
+        "create": {"type": "ddi", "values": {**key, "virt_exten": "100", "company": "acme"}},
+        "read": {"type": "ddi", "scope": key},
+        "update": {
+            "type": "ddi",
+            "scope": {"company": "acme", **key},
+            "values": {"virt_exten": "101"},
+        },
+        "link": {"type": "ddi", "scope": key, "values": {"virt_exten": "1", "company": "acme"}},
+        "delete": {"type": "ddi", "scope": {"company": "acme", **key}},
+    }
+
+
+def test_the_17_digit_rule_agrees(factory, spec):
+    """Dialcode and number together at most 17 digits: each dialcode length with the longest
+    number it allows and one digit more, in every operation that names both."""
+    factory.company("acme")
+    root = factory.account("root", system_admin=True)
+    seen = set()
+    for length in range(1, 8):
+        for digits in {17 - length, 18 - length} & set(range(1, 16)):
+            dialcode, number = "4" * length, "2" * digits
+            for op, body in _ddi_bodies(dialcode, number).items():
+                schema_ok = Draft202012Validator(body_schema(spec, f"/rest/ops/{op}/")).is_valid(
+                    body
+                )
+                response = factory.api(root, op, body)
+                assert schema_ok == (response.status_code != 400), (op, body, response.get_json())
+                seen.add(schema_ok)
+    assert seen == {True, False}
+
+
+def test_dry_run_values_agree(factory, spec):
+    """The import's `dry_run` is read in any case with white space around it (Python's white
+    space, which is not quite ECMA's): the pattern says exactly that."""
+    factory.company("acme")
+    root = factory.account("root", system_admin=True)
+    parameter = spec["paths"]["/rest/ops/import/"]["post"]["parameters"][0]
+    schema = Draft202012Validator(parameter["schema"])
+    csv = b"dialcode,number,virt_exten,company\n44,2071234567,100,acme\n"
+    values = [
+        "1",
+        "0",
+        "true",
+        "FALSE",
+        " 1 ",
+        "\u3000True\x85",
+        "\x1c0",
+        "\ufeff1",
+        "yes",
+        "10",
+        "",
+    ]
+    for value in values:
+        response = factory.client.post(
+            "/rest/ops/import/",
+            query_string={"dry_run": value},
+            data=csv,
+            headers={**root.headers, "Content-Type": "text/csv"},
+        )
+        assert schema.is_valid(value) == (response.status_code == 200), (value, response.json)
+
+
+MONTH_PATHS = (
+    "/rest/call/readDDICount",
+    "/rest/call/closeMonth",
+    "/rest/call/reopenMonth",
+    "/rest/call/readAdjustments",
+)
+
+
+@pytest.mark.parametrize("path", MONTH_PATHS)
+def test_month_rules_agree_around_today(factory, spec, path):
+    """Every month and year near the bounds the document states from today: the current
+    month, the one after, the year after, a year without a month, null, the current month
+    of a past year. The schema accepts exactly what the validation does not refuse with 400
+    (a month not closed, or closed already, is a 409)."""
+    factory.company("acme")
+    root = factory.account("root", system_admin=True)
+    today = periods.today_in(periods.zone(current_app.config["REPORT_TIMEZONE"]))
+    schema = Draft202012Validator(body_schema(spec, path))
+    months = [
+        None,
+        *sorted({1, max(today.month - 1, 1), today.month, min(today.month + 1, 12), 12}),
+    ]
+    years = [None, 1969, 1970, today.year - 1, today.year, today.year + 1]
+    extra = {"reason": "late records"} if path.endswith("reopenMonth") else {}
+    for month, year in itertools.product(months, years):
+        scope = {k: v for k, v in (("month", month), ("year", year)) if v is not None}
+        for body in (
+            {"type": "cdr", "scope": scope, **extra},
+            {"type": "cdr", "scope": {**scope, "year": year}, **extra},  # null year
+        ):
+            response = factory.client.post(path, json=body, headers=root.headers)
+            app_ok = response.status_code != 400
+            assert schema.is_valid(body) == app_ok, (body, response.get_json())
+            assert response.status_code in (200, 400, 409), (body, response.get_json())
+
+
+def test_the_query_parameters_state_the_year_bounds(factory, spec):
+    """GET takes separate query parameters, so the rules across them (a year needs its month;
+    this year's months up to the current one) are in the descriptions; the year's own bound
+    is in its schema."""
+    today = periods.today_in(periods.zone(current_app.config["REPORT_TIMEZONE"]))
+    get = spec["paths"]["/rest/call/readDDICount"]["get"]
+    year = next(p for p in get["parameters"] if p["name"] == "year")
+    assert year["schema"]["maximum"] == today.year
+    assert "without a `month` is refused" in get["description"]
+    assert "in the future is refused" in year["description"]
+
+
+# --- /rest/docs ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def docs_page(client):
+    response = client.get("/rest/docs")  # signed out: the same audience as the document
+    assert response.status_code == 200
+    assert response.mimetype == "text/html"
+    return response
+
+
+def test_the_docs_page_shows_every_operation_and_schema(spec, docs_page):
+    soup = BeautifulSoup(docs_page.get_data(as_text=True), "html.parser")
+    assert [h.get_text(strip=True) for h in soup.find_all("h1")] == ["API reference"]
+    ids = {element["id"]: element for element in soup.find_all(id=True)}
+    contents = {a["href"] for a in soup.select("nav a[href]")}
+    for path, method, op in operations(spec):
+        heading = ids.get(f"op-{op['operationId']}")
+        assert heading is not None, op["operationId"]
+        assert heading.get_text(" ", strip=True) == f"{method.upper()} {path}"
+        article = heading.find_parent("article")
+        assert op["summary"] in article.get_text(" ", strip=True)
+        # Every answer the document lists, and every example of the body.
+        statuses = [r.find("th").get_text(strip=True) for r in article.select("tbody tr")]
+        assert set(op["responses"]) <= set(statuses), op["operationId"]
+        if "requestBody" in op:
+            content = next(iter(op["requestBody"]["content"].values()))
+            assert len(article.select("figure.api-example")) >= len(content["examples"])
+        assert f"#op-{op['operationId']}" in contents  # reachable from the contents
+    for name in spec["components"]["schemas"]:
+        assert f"schema-{name}" in ids, name
+    # Every link to a schema lands on one.
+    for link in soup.select('a[href^="#schema-"]'):
+        assert link["href"][1:] in ids, link["href"]
+
+
+def test_the_docs_page_is_rendered_from_the_served_document(docs_page, factory):
+    html = docs_page.get_data(as_text=True)
+    assert "http://localhost" in html  # `servers`, as this request reached the app
+    assert 'href="/rest/openapi.json"' in html
+    # Descriptions' `code` becomes <code>, escaped: nothing in a description is markup.
+    soup = BeautifulSoup(html, "html.parser")
+    assert soup.find("code", string="type") is not None
+
+
+def test_the_docs_page_needs_no_script_and_no_other_site(docs_page):
+    html = docs_page.get_data(as_text=True)
+    soup = BeautifulSoup(html, "html.parser")
+    assert "script-src 'self'" in docs_page.headers["Content-Security-Policy"]
+    assert soup.find("style") is None and soup.find(style=True) is None
+    assert all(s.get("src", "").startswith("/static/") for s in soup.find_all("script"))
+    for tag, attribute in (("link", "href"), ("img", "src"), ("a", "href")):
+        for element in soup.find_all(tag):
+            assert not element.get(attribute, "").startswith(("http:", "https:", "//")), element

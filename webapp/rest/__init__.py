@@ -13,4 +13,4 @@ limiter.shared_limit(
     lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=rate_limit_key
 )(bp)
 
-from . import call, errors, events, imports, meta, openapi, ops  # noqa: E402,F401  (routes register on import)
+from . import call, docs, errors, events, imports, meta, openapi, ops  # noqa: E402,F401  (routes register on import)
