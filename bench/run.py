@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-pages", action="store_true", help="no page-budget scenario")
     parser.add_argument("--dir", type=Path, default=ROOT, help="where the SQLite files live")
     args = parser.parse_args(argv)
-    os.environ.setdefault("SECRET_KEY", "bench")
+    os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
     repeat = 1 if args.quick else 3
     databases = [("sqlite", "sqlite")]
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from .imports import import_scenarios
     from .month_close import month_close_scenarios
     from .report import growth_scenarios, report_scenarios
+    from .service import service_scenarios
 
     started = time.perf_counter()
     results: list[Result] = []
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         results += import_scenarios(urls[4], label, args.ddis)
         print(f"{label}: change events (record, deliver, read)", flush=True)
         results += event_scenarios(urls[4], label, quick=args.quick)
+        print(f"{label}: service hooks (request id, access line, metrics)", flush=True)
+        results += service_scenarios(urls[4], label, quick=args.quick)
         if not args.skip_http:
             from .http import http_scenarios
 
