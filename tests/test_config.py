@@ -156,6 +156,7 @@ def test_gunicorn_refuses_to_boot_with_a_bad_setting(tmp_path):
             "SECRET_KEY": KEY,
             "INSTANCE_PATH": str(tmp_path),
             "API_RATE_LIMIT": "lots",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
         },
         capture_output=True,
         text=True,
@@ -172,3 +173,27 @@ def test_memory_rate_limits_under_several_workers_are_warned_about():
     (warning,) = serving_warnings(config, 4)
     assert "4 worker processes" in warning and "redis://" in warning
     assert serving_warnings({"RATELIMIT_STORAGE_URI": "redis://127.0.0.1:6379"}, 4) == []
+
+
+@pytest.mark.slow
+def test_gunicorn_warns_when_several_workers_count_rate_limits_alone(app, tmp_path):
+    """Served as the README says with memory:// counters and 2 workers, gunicorn's log says
+    that each worker counts alone; with 1 worker it does not."""
+    from webapp.extensions import db
+
+    from .observability import gunicorn, server_env
+
+    db.session.rollback()
+    for workers, warned in (("2", True), ("1", False)):
+        env = server_env(
+            app.config["SQLALCHEMY_DATABASE_URI"],
+            tmp_path / "instance",
+            RATELIMIT_STORAGE_URI="memory://",
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"metrics-{workers}"),
+        )
+        log = tmp_path / f"gunicorn-{workers}.log"
+        with gunicorn(env, log, "--workers", workers):
+            pass
+        text = log.read_text()
+        assert ("each counts alone" in text) is warned, text[-3000:]
+        assert "Traceback" not in text
