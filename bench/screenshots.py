@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             page.locator("#changes-table").wait_for()
             page.locator("#month-state").scroll_into_view_if_needed()
             page.locator("#month-state").screenshot(path=args.out / "month-closed.png")
+
+            page.goto(f"{app.base}/rest/docs")
+            page.screenshot(path=args.out / "api-docs.png")
             browser.close()
     for name in sorted(os.listdir(args.out)):
         print(args.out / name)
