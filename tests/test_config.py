@@ -130,7 +130,10 @@ def test_a_missing_postgresql_database_is_one_line_saying_how_to_create_it(tmp_p
     line = done.stderr.strip()
     assert "\n" not in line
     assert "database 'telephony_never_created' does not exist" in line
-    assert "createdb" in line and line.endswith("telephony_never_created`")
+    assert (
+        f"`createdb -h {url.host} -p {url.port} -O {url.username} telephony_never_created`" in line
+    )
+    assert line.endswith("as a role allowed to create databases (e.g. add -U postgres)")
 
 
 @pytest.mark.slow
@@ -197,3 +200,34 @@ def test_gunicorn_warns_when_several_workers_count_rate_limits_alone(app, tmp_pa
         text = log.read_text()
         assert ("each counts alone" in text) is warned, text[-3000:]
         assert "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_a_database_that_cannot_be_opened_is_one_line_for_every_command(tmp_path):
+    """A DATABASE_URL that passes the check but cannot be opened (here a folder where the
+    SQLite file should be; a mistyped host, port or role on PostgreSQL alike): Flask-Migrate's
+    db commands and the delivery worker's single pass say so in one line and exit 1."""
+    folder = tmp_path / "telephony.db"
+    folder.mkdir()
+    env = {"INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{folder}"}
+    for args in (["db", "upgrade"], ["db", "current"], ["events", "deliver", "--once"]):
+        done = _flask(env, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr, (args, done.stderr[-2000:])
+        assert (
+            done.stderr.strip()
+            .splitlines()[-1]
+            .startswith("Error: The database is unavailable: unable to open database file")
+        ), (args, done.stderr)
+
+
+@pytest.mark.slow
+def test_the_delivery_worker_on_a_database_never_migrated_says_so_and_exits(tmp_path):
+    """Not an outage to wait out: one line saying what to run, exit 1, even without --once."""
+    env = {"INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path / 'new.db'}"}
+    for args in (["events", "deliver", "--once"], ["events", "deliver"]):
+        done = _flask(env, *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr.strip().splitlines()[-1] == (
+            "Error: The database has no schema yet; run 'flask --app app db upgrade' first."
+        )

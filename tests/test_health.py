@@ -56,9 +56,9 @@ def test_readyz_asks_the_database_once(client, world, statements):
         response = who.get("/readyz")
         assert response.status_code == 200
         # memory:// counts in the process: no store to ask, so no check named for it.
-        assert response.json == {"status": "ok", "checks": {"database": "ok"}}
+        assert response.json == {"status": "ok", "checks": {"database": "ok", "schema": "ok"}}
         assert_no_cookie(response)
-        assert statements == ["SELECT"]  # SELECT 1; the cookie's account is not loaded
+        assert statements == ["SELECT"]  # the schema revision; the cookie's account is not loaded
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
@@ -79,7 +79,7 @@ def test_readyz_asks_a_configured_redis(migrated, test_config):
     assert response.status_code == 200
     assert response.json == {
         "status": "ok",
-        "checks": {"database": "ok", "rate_limit_storage": "ok"},
+        "checks": {"database": "ok", "schema": "ok", "rate_limit_storage": "ok"},
     }
 
 
@@ -91,8 +91,38 @@ def test_readyz_is_503_naming_an_unreachable_redis(migrated, test_config, caplog
     assert response.status_code == 503
     assert response.json == {
         "status": "unavailable",
-        "checks": {"database": "ok", "rate_limit_storage": "failed"},
+        "checks": {"database": "ok", "schema": "ok", "rate_limit_storage": "failed"},
     }
     assert "rate-limit store does not answer" in caplog.text
     # Liveness is not readiness: the process itself is fine, restarting it would not help.
     assert client.get("/healthz").status_code == 200
+
+
+def test_readyz_is_503_until_the_schema_is_the_codes(app, test_config, tmp_path, caplog):
+    """A database that answers without the schema this code needs (never migrated, or behind
+    the code after an upgrade) cannot serve: ready only once `db upgrade` has run."""
+    import logging
+
+    from sqlalchemy import text
+
+    from webapp.extensions import db
+    from webapp.rest.meta import code_revision
+
+    empty = create_app({**test_config, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'e.db'}"})
+    with caplog.at_level(logging.ERROR):
+        response = empty.test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json["checks"] == {"database": "ok", "schema": "failed"}
+    assert any("schema is at nothing" in r.getMessage() for r in caplog.records)
+    with empty.app_context():
+        db.session.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32))"))
+        db.session.execute(text("INSERT INTO alembic_version VALUES ('0013')"))
+        db.session.commit()
+        response = empty.test_client().get("/readyz")
+        assert response.json["checks"]["schema"] == "failed"  # behind the code
+        head = code_revision(app.extensions["migrate"].directory)
+        db.session.execute(text("UPDATE alembic_version SET version_num = :h"), {"h": head})
+        db.session.commit()
+        assert empty.test_client().get("/readyz").status_code == 200
+        db.session.remove()
+        db.engine.dispose()

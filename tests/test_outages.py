@@ -162,7 +162,10 @@ def test_readyz_is_503_and_healthz_200_while_the_database_is_down(app, world, do
     for client in (down_app.test_client(), carrying(down_app, cookie)):
         ready = client.get("/readyz")
         assert ready.status_code == 503
-        assert ready.json == {"status": "unavailable", "checks": {"database": "failed"}}
+        assert ready.json == {
+            "status": "unavailable",
+            "checks": {"database": "failed", "schema": "failed"},
+        }
         live = client.get("/healthz")
         assert live.status_code == 200 and live.json == {"status": "ok"}
 

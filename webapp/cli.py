@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .access import Principal
 from .services import accounts, api_tokens, companies
-from .services.errors import ServiceError
+from .services.errors import ServiceError, is_outage
 
 
 def _operator() -> Principal:
@@ -44,9 +44,8 @@ def friendly(func):
                     "The database has no schema yet; run 'flask --app app db upgrade' first."
                 ) from None
             first_line = cause.splitlines()[0] if cause else type(exc).__name__
-            raise click.ClickException(
-                f"The database refused the operation: {first_line}"
-            ) from None
+            what = "is unavailable" if is_outage(exc) else "refused the operation"
+            raise click.ClickException(f"The database {what}: {first_line}") from None
 
     return wrapper
 
@@ -303,3 +302,20 @@ def register_cli(app: Flask) -> None:
     from . import backup
 
     backup.register(app)  # `db backup`, beside Flask-Migrate's `db` commands
+    _friendly_migrate_commands(app)
+
+
+def _friendly_migrate_commands(app: Flask) -> None:
+    """Flask-Migrate's `db` commands (upgrade, check, current, ...) get the same treatment as
+    ours: a database that cannot be reached (a mistyped host, port or role in DATABASE_URL) is
+    one line and exit 1, not SQLAlchemy's traceback. The group is Flask-Migrate's one object,
+    shared by every app of the process: each command is wrapped once."""
+    group = app.cli.commands.get("db")
+    if not isinstance(group, click.Group):
+        return
+    for command in group.commands.values():
+        callback = command.callback
+        if callback is not None and not getattr(callback, "_friendly", False):
+            wrapped = friendly(callback)
+            wrapped._friendly = True
+            command.callback = wrapped

@@ -51,18 +51,14 @@ def check_database_exists(engine: Engine) -> None:
         if not missing:
             return
         url = engine.url
-        where = " ".join(
-            part
-            for part in (
-                f"-h {url.host}" if url.host else "",
-                f"-p {url.port}" if url.port else "",
-                f"-U {url.username}" if url.username else "",
-            )
-            if part
-        )
+        # As a role allowed to create databases (the app's own usually is not), owned by the
+        # app's role so that it may create the schema.
+        options = [f"-h {url.host}" if url.host else "", f"-p {url.port}" if url.port else ""]
+        options.append(f"-O {url.username}" if url.username else "")
+        command = " ".join(["createdb", *[o for o in options if o], str(url.database)])
         raise ConfigError(
             f"DATABASE_URL: database {url.database!r} does not exist; create it with "
-            f"`createdb {where} {url.database}`".replace("  ", " ")
+            f"`{command}` as a role allowed to create databases (e.g. add -U postgres)"
         ) from None
 
 

@@ -7,6 +7,7 @@ load balancer sends traffic only to processes that can serve it. Neither reads t
 cookie, loads an account or sets a cookie.
 """
 
+import functools
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
@@ -15,7 +16,7 @@ from sqlalchemy import text
 
 from ..extensions import db, limiter
 from ..request_auth import act_for_nobody
-from ..services.errors import outage_reason
+from ..services.errors import is_outage, outage_reason
 from . import bp
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,14 @@ def healthz() -> Response:
 
 
 def readyz() -> tuple[Response, int]:
-    """Readiness: 200 when the database answers and, unless RATELIMIT_STORAGE_URI is
+    """Readiness: 200 when the database answers with the schema this code needs (its Alembic
+    revision is the code's newest: `db upgrade` has run) and, unless RATELIMIT_STORAGE_URI is
     memory:// (counted in this process, nothing to ask), the rate-limit store answers; 503
-    otherwise. `checks` names each dependency with "ok" or "failed"; why one failed is logged,
-    not answered (the probe is public)."""
+    otherwise. `checks` names each with "ok" or "failed"; why one failed is logged, not
+    answered (the probe is public)."""
     act_for_nobody()
-    checks = {"database": _check_database()}
+    database, schema = _check_database()
+    checks = {"database": database, "schema": schema}
     if not str(current_app.config["RATELIMIT_STORAGE_URI"]).startswith("memory://"):
         checks["rate_limit_storage"] = _check_rate_limit_storage()
     ready = all(result == "ok" for result in checks.values())
@@ -55,16 +58,40 @@ def readyz() -> tuple[Response, int]:
     return jsonify(body), 200 if ready else 503
 
 
-def _check_database() -> str:
-    # A connection of its own from the pool (the checkout check replaces a dead one), one
-    # round trip, and back to the pool: the request's session is left alone.
+@functools.cache
+def code_revision(directory: str) -> str | None:
+    """The newest migration this code has (the revision `db upgrade` brings a database to)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", directory)
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def _check_database() -> tuple[str, str]:
+    """(database, schema): whether the database answers, and whether its schema is the one
+    this code needs. One round trip on a connection of its own from the pool (the checkout
+    check replaces a dead one); the request's session is left alone. A database that answers
+    without the schema (never migrated, or behind the code after an upgrade) cannot serve
+    either: its requests would fail on the first missing table or column."""
+    needed = code_revision(current_app.extensions["migrate"].directory)
     try:
         with db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+            found = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except Exception as exc:  # whatever fails, the database cannot serve requests
-        log.error("readiness: %s", outage_reason(exc))
-        return "failed"
-    return "ok"
+        if is_outage(exc):
+            log.error("readiness: %s", outage_reason(exc))
+            return "failed", "failed"
+        found = None  # it answered: no alembic_version table, the schema was never made
+    if found != needed:
+        log.error(
+            "readiness: the database schema is at %s, this code needs %s: run db upgrade",
+            found or "nothing",
+            needed,
+        )
+        return "ok", "failed"
+    return "ok", "ok"
 
 
 def _check_rate_limit_storage() -> str:

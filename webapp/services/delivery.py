@@ -45,6 +45,7 @@ from ..extensions import db
 from ..models import Webhook, WebhookAttempt, WebhookRedelivery
 from ..observability.metrics import WEBHOOK_ATTEMPTS
 from . import event_feed, webhooks
+from .errors import is_outage
 
 log = logging.getLogger(__name__)
 
@@ -244,22 +245,34 @@ class Worker:
 
     def run(self, once: bool = False) -> None:
         """Deliver until stopped (SIGTERM, SIGINT: after the POST under way), or with `once`
-        until nothing is due. A database error (a restart) is logged and the loop goes on."""
+        until nothing is due. A database outage (a restart) is logged once and the loop goes on
+        until the database is back; any other database error, or an outage with `once`, is
+        raised (the command turns it into one line and exit 1)."""
         handlers: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():  # signals reach only it
             for sig in (signal.SIGTERM, signal.SIGINT):
                 handlers[sig] = signal.signal(sig, self._stop)
+        down_since: float | None = None
         try:
             while not self.stopping:
                 try:
                     worked = self.run_once()
                 except DBAPIError as exc:
-                    log.warning("database unavailable, retrying: %s", str(exc.orig)[:200])
                     db.session.rollback()
                     db.session.remove()
                     self.locks.reset()
+                    # Not an outage (no schema yet: `db upgrade` was not run) or a single pass
+                    # (--once, from cron): the command's one line and exit 1, not a loop.
+                    if once or not is_outage(exc):
+                        raise
+                    if down_since is None:  # one line per outage, not one a second
+                        log.warning("database unavailable, retrying: %s", str(exc.orig)[:200])
+                        down_since = time.monotonic()
                     time.sleep(1)
                     continue
+                if down_since is not None:
+                    log.warning("database back after %.0f s", time.monotonic() - down_since)
+                    down_since = None
                 if once and not worked:
                     return
                 if not worked:

@@ -82,9 +82,19 @@ def is_outage(exc: BaseException) -> bool:
     a server shutting down, SQLite unable to open or lock its file), or no pooled connection
     was free within the pool's timeout. Such a request may succeed if retried: 503 with
     Retry-After (docs/operations.md#outages). Any other database error is a fault: 500."""
+    if isinstance(exc, OperationalError) and _missing_schema(exc):
+        return False
     if isinstance(exc, OperationalError | PoolTimeout | DisconnectionError | StorageError):
         return True  # StorageError: the rate-limit store (Redis) could not be reached
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def _missing_schema(exc: OperationalError) -> bool:
+    # SQLite reports a table or column the schema lacks (a database never migrated, or behind
+    # the code) as an OperationalError too; it is not unavailability but a missing
+    # `db upgrade`, which /readyz reports (PostgreSQL raises ProgrammingError for it).
+    text = str(exc.orig)
+    return text.startswith(("no such table", "no such column"))
 
 
 def outage_reason(exc: BaseException) -> str:
