@@ -3,6 +3,7 @@ TEST_DATABASE_URL is set), migrated once with Alembic, emptied after every test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -170,17 +172,30 @@ def world(factory, world_companies, world_accounts) -> World:
     return World.build(factory, world_companies, world_accounts)
 
 
-@pytest.fixture
-def live_server(app) -> Iterator[str]:
-    """The app served by Werkzeug's threaded server on a free loopback port."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+@contextmanager
+def serving(server) -> Iterator[str]:
+    """Run a socketserver-style server (Werkzeug's, http.server's) in a thread; yields its
+    base URL, and shuts it down and closes its socket on the way out."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
+        server.server_close()
         thread.join(timeout=10)
+
+
+def serve_app(app) -> contextlib.AbstractContextManager[str]:
+    """An app served by Werkzeug's threaded server on a free loopback port (see `serving`)."""
+    return serving(make_server("127.0.0.1", 0, app, threaded=True))
+
+
+@pytest.fixture
+def live_server(app) -> Iterator[str]:
+    """The app served by Werkzeug's threaded server on a free loopback port."""
+    with serve_app(app) as base:
+        yield base
 
 
 @pytest.fixture

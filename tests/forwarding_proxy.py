@@ -5,11 +5,12 @@ X-Forwarded-Proto, -Host and -Port), so the app sees what it sees behind a real 
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from .conftest import serving
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"}
 
@@ -56,15 +57,8 @@ def forwarding_proxy(
 
         do_GET = do_POST = do_HEAD = _forward
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as base:
+        yield base
 
 
 class Browser:

@@ -29,6 +29,7 @@ from webapp.services.errors import ERROR_CODES, RETRY_AFTER_SECONDS, is_outage
 
 from .conftest import BACKEND, PG_URL
 from .factories import csrf_from
+from .observability import other_apps
 
 READ = {"type": "ddi", "scope": {"company": "acme"}}
 CREATE = {
@@ -257,10 +258,8 @@ def test_only_unavailability_counts_as_an_outage(app, world, down_app):
 @pytest.fixture
 def store_down_app(app, test_config):
     """An app whose rate-limit store (Redis) cannot be reached: nothing listens on port 1."""
-    down = create_app({**test_config, "RATELIMIT_STORAGE_URI": "redis://127.0.0.1:1"})
-    yield down
-    with down.app_context():
-        db.engine.dispose()
+    with other_apps(app, test_config) as make:
+        yield make(RATELIMIT_STORAGE_URI="redis://127.0.0.1:1")
 
 
 def test_an_unreachable_rate_limit_store_is_an_outage_not_a_500(factory, store_down_app, caplog):

@@ -4,41 +4,26 @@ that key on the real client, so one address's failures never lock another's sign
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from werkzeug.serving import make_server
 
 from webapp import create_app
-from webapp.extensions import db
 
+from .conftest import serve_app
 from .factories import csrf_from
 from .forwarding_proxy import Browser, forwarding_proxy
+from .observability import other_apps
 
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
 def serve(app, test_config) -> Iterator[Callable[..., str]]:
-    """Start the app with extra settings on a free port (the test database, emptied after)."""
-    started = []
-
-    def start(**settings: object) -> str:
-        served = create_app({**test_config, **settings})
-        server = make_server("127.0.0.1", 0, served, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        started.append((served, server, thread))
-        return f"http://127.0.0.1:{server.server_port}"
-
-    yield start
-    for served, server, thread in started:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        with served.app_context():
-            db.engine.dispose()
+    """Serve an app with extra settings on a free port (the test database, emptied after)."""
+    with other_apps(app, test_config) as make, contextlib.ExitStack() as servers:
+        yield lambda **settings: servers.enter_context(serve_app(make(**settings)))
 
 
 def sign_in(browser: Browser, username: str, password: str, **headers: str) -> int:

@@ -189,6 +189,7 @@ def parse_secret_key(value: object) -> str:
 
 
 def parse_retention(value: object) -> int:
+    """Days of change events to keep (EVENTS_RETENTION_DAYS, `flask events prune --days`)."""
     return int_between(1, 36500)(value)
 
 

@@ -136,14 +136,17 @@ PRUNE_CHUNK = 1000  # transactions deleted per database transaction
 
 
 def parse_retention(value: object) -> int:
-    """EVENTS_RETENTION_DAYS or `--days`: a whole number of days, at least 1."""
-    text_ = str(value).strip()
-    if not text_.isdigit() or int(text_) < 1:
+    """EVENTS_RETENTION_DAYS or `--days`: a whole number of days from 1 to 36500 (the one rule,
+    config.parse_retention, which checks the setting at start), else Invalid."""
+    from ..config import parse_retention as days
+
+    try:
+        return days(value)
+    except ValueError:
         raise Invalid(
-            f"The retention must be a whole number of days, at least 1 (not '{value}').",
+            f"The retention must be a whole number of days from 1 to 36500 (not '{value}').",
             {"days": "must be a whole number, at least 1"},
-        )
-    return int(text_)
+        ) from None
 
 
 def prune(days: int, now: datetime | None = None) -> int:
