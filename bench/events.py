@@ -20,7 +20,7 @@ said otherwise:
   the fixed cost of the call. Bound: 50 ms (p95), the bench's own line for a slow read (the
   contract sets none); a slower read prints its query plan.
 - **Batch create with events**: 1,000-DDI `POST /rest/ops/create` batches, rows/s, against the
-  same batches with `webapp.services.events.record` replaced by a no-op (nothing else
+  same batches with `webapp.services.events.journal.record` replaced by a no-op (nothing else
   changed), the two alternating request by request (ABBA), the rows deleted again after each
   run of 20; each side's figure from its median request. Target: recording events keeps at
   least 85% of the throughput (contract: costs at most 15%).
@@ -328,8 +328,8 @@ def _prepare(url: str, companies: list[str]) -> Setup:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import ApiToken, Company
-    from webapp.services import api_tokens
     from webapp.services import companies as company_service
+    from webapp.services.identity import api_tokens
 
     app = create_app(
         {
@@ -360,7 +360,7 @@ def _finish(setup: Setup) -> None:
     from sqlalchemy import bindparam
 
     from webapp.extensions import db
-    from webapp.services import api_tokens
+    from webapp.services.identity import api_tokens
 
     with setup.app.app_context():
         for token_id in setup.token_ids:
@@ -396,7 +396,7 @@ def _drop_webhooks(setup: Setup) -> None:
     interrupted run's): a worker would otherwise keep trying it."""
     from webapp.extensions import db
     from webapp.models import Webhook
-    from webapp.services import webhooks
+    from webapp.services.events import webhooks
 
     for hook in list(db.session.query(Webhook).all()):
         if hook.created_by == setup.operator.username and hook.url.startswith("http://127.0.0.1:"):
@@ -454,15 +454,15 @@ def p95(values: list[float]) -> float:
 
 @contextlib.contextmanager
 def events_not_recorded() -> Iterator[None]:
-    """The reference: the change path with `events.record` a no-op, nothing else changed."""
-    from webapp.services import events
+    """The reference: the change path with `journal.record` a no-op, nothing else changed."""
+    from webapp.services.events import journal
 
-    saved = events.record
-    events.record = lambda *_args, **_kwargs: 0  # type: ignore[assignment]
+    saved = journal.record
+    journal.record = lambda *_args, **_kwargs: 0  # type: ignore[assignment]
     try:
         yield
     finally:
-        events.record = saved  # type: ignore[assignment]
+        journal.record = saved  # type: ignore[assignment]
 
 
 def batch_create(label: str, setup: Setup, s: Settings) -> list[Result]:
@@ -502,7 +502,7 @@ def batch_create(label: str, setup: Setup, s: Settings) -> list[Result]:
             "each way, alternating; API in process)",
             BATCH_ROWS / statistics.median(times[True]),
             BATCH_ROWS / statistics.median(times[False]),
-            "same batches, events.record a no-op",
+            "same batches, journal.record a no-op",
             "rows/s",
             target=0.85,
             higher_is_better=True,
@@ -552,8 +552,8 @@ def delivery(label: str, setup: Setup, receiver: Receiver, s: Settings) -> list[
 
     from webapp.extensions import db
     from webapp.models import Webhook
-    from webapp.services import delivery as delivery_service
-    from webapp.services import webhooks
+    from webapp.services.events import delivery as delivery_service
+    from webapp.services.events import webhooks
 
     client = setup.app.test_client()
     with setup.app.app_context():
@@ -666,8 +666,8 @@ def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings)
     from sqlalchemy.orm import Session
 
     from webapp.extensions import db
-    from webapp.services import delivery as delivery_service
-    from webapp.services import webhooks
+    from webapp.services.events import delivery as delivery_service
+    from webapp.services.events import webhooks
 
     client = setup.app.test_client()
     with setup.app.app_context():

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import Company, Ddi, HistoryInterval, PhoneUser
-    from webapp.services import rollups
+    from webapp.services.billing import rollups
 
     app = create_app()
     rng = random.Random(args.seed)

@@ -93,8 +93,8 @@ class Setup:
 def ensure_account(operator, username: str, **grants) -> None:
     """Create the account with the bench password, or reset an existing one to it and its grants,
     so repeated runs on one database reuse the same accounts."""
-    from webapp.services import accounts
-    from webapp.services.errors import Conflict
+    from webapp.errors import Conflict
+    from webapp.services.identity import accounts
 
     try:
         accounts.create(operator, username, PASSWORD, **grants)
@@ -117,10 +117,11 @@ def _prepare(database_url: str) -> Setup:
 
     from webapp import create_app
     from webapp.access import Principal
+    from webapp.errors import Conflict
     from webapp.extensions import db
     from webapp.models import ApiToken, Company, Ddi
-    from webapp.services import api_tokens, companies
-    from webapp.services.errors import Conflict
+    from webapp.services import companies
+    from webapp.services.identity import api_tokens
 
     app = create_app(
         {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
@@ -166,7 +167,7 @@ def _revoke(database_url: str, token_ids: list[int]) -> None:
     from webapp import create_app
     from webapp.access import Principal
     from webapp.extensions import db
-    from webapp.services import api_tokens
+    from webapp.services.identity import api_tokens
 
     app = create_app(
         {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}

@@ -188,7 +188,7 @@ def check_report_exact(url: str) -> None:
     """The rollup the import kept gives the from-scratch query's peaks this month."""
     from webapp import create_app
     from webapp.extensions import db
-    from webapp.services import periods, reports, rollups
+    from webapp.services.billing import periods, reports, rollups
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url})
     with app.app_context():
@@ -215,7 +215,8 @@ def bulk_move(url: str) -> tuple[int, float, float]:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import Ddi
-    from webapp.services import api_tokens, companies
+    from webapp.services import companies
+    from webapp.services.identity import api_tokens
 
     from .list_page import ensure_account, sign_in
 

@@ -68,8 +68,8 @@ def sign_in(app, username: str):
 
 def ensure_account(username: str, **grants) -> None:
     from webapp.access import Principal
-    from webapp.services import accounts
-    from webapp.services.errors import Conflict
+    from webapp.errors import Conflict
+    from webapp.services.identity import accounts
 
     try:
         accounts.create(Principal.cli("bench"), username, PASSWORD, **grants)

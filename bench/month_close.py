@@ -96,7 +96,7 @@ def _restore(db, before: dict[int, tuple[Any, Any, Any]], last_audit: int, actor
 def month_close_scenarios(database_url: str, label: str, repeat: int = 3) -> list[Result]:
     """Close, closed report and readAdjustments rows for the last ended month (module doc)."""
     from webapp.extensions import db
-    from webapp.services import periods, rollups
+    from webapp.services.billing import periods, rollups
 
     app = _app(database_url)
     with app.app_context():

@@ -97,7 +97,8 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
     from webapp.access import Principal
     from webapp.extensions import db
     from webapp.models import Company, Ddi
-    from webapp.services import periods, webhooks
+    from webapp.services.billing import periods
+    from webapp.services.events import webhooks
 
     app = create_app(
         {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
@@ -143,7 +144,7 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
 def _close_for_the_run(operator, year: int, month: int) -> None:
     """Close the last ended month, so its pages are measured closed (undone by _reopen_after)."""
     from webapp.extensions import db
-    from webapp.services import closed_figures, month_close
+    from webapp.services.billing import closed_figures, month_close
 
     latest = closed_figures.latest(db.session(), year, month)
     if latest is None or not latest.closed:

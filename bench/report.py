@@ -49,8 +49,8 @@ def _app(database_url: str):
 
 def _token(app) -> str:
     from webapp.access import Principal
-    from webapp.services import accounts, api_tokens
-    from webapp.services.errors import ServiceError
+    from webapp.errors import ServiceError
+    from webapp.services.identity import accounts, api_tokens
 
     operator = Principal.cli("bench")
     with contextlib.suppress(ServiceError):  # made by an earlier run
@@ -73,7 +73,7 @@ def report_scenarios(
 ) -> list[Result]:
     """Per kind: the app's report call vs WINDOW_SQL, and the from-scratch query vs the same."""
     from webapp.extensions import db
-    from webapp.services import periods, reports, rollups
+    from webapp.services.billing import periods, reports, rollups
 
     app = _app(database_url)
     results = []
@@ -148,7 +148,7 @@ def growth_scenarios(
     a target of no more than the growth in intervals (linear). The from-scratch reference at
     full size is in the report rows; it is not repeated here (it would add minutes)."""
     from webapp.extensions import db
-    from webapp.services import periods
+    from webapp.services.billing import periods
 
     figures = []
     for factor, url in urls:

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
 
     from webapp import create_app
     from webapp.extensions import db
-    from webapp.services import periods, reports
+    from webapp.services.billing import periods, reports
 
     from .reference import reference_query
 

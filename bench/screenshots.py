@@ -54,7 +54,8 @@ def _close_and_backfill(database_url: str) -> tuple[int, int]:
     from webapp import create_app
     from webapp.access import Principal
     from webapp.extensions import db
-    from webapp.services import closed_figures, history_import, month_close, periods
+    from webapp.services.billing import closed_figures, month_close, periods
+    from webapp.services.imports import history_import
 
     from .report import last_closed_month
 

@@ -13,7 +13,10 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, Event, EventCounter, HistoryInterval, PhoneUser
-from webapp.services import accounts, api_tokens, companies, ddis, periods, phone_users, rollups
+from webapp.services import companies
+from webapp.services.billing import periods, rollups
+from webapp.services.identity import accounts, api_tokens
+from webapp.services.records import crud, kinds
 
 OPERATOR = Principal.cli("test")
 
@@ -68,14 +71,17 @@ class Factory:
         return Caller(username, api_tokens.create(OPERATOR, username, "test"))
 
     def ddi(self, dialcode: str, number: str, company: str, virt_exten: str = "100") -> None:
-        ddis.create(
+        crud.create(
             OPERATOR,
+            kinds.DDI,
             {"dialcode": dialcode, "number": number, "virt_exten": virt_exten, "company": company},
         )
 
     def user(self, username: str, company: str, virt_exten: str = "200") -> None:
-        phone_users.create(
-            OPERATOR, {"username": username, "virt_exten": virt_exten, "company": company}
+        crud.create(
+            OPERATOR,
+            kinds.PHONE_USER,
+            {"username": username, "virt_exten": virt_exten, "company": company},
         )
 
     def browser(self, username: str, password: str = "correct horse battery"):

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from webapp.extensions import db
 from webapp.models import DailyPeak, Ddi, HistoryInterval, PhoneUser, RollupDay, RollupMonth
-from webapp.services import periods, rollups
+from webapp.services.billing import periods, rollups
 
 
 def assert_history_consistent() -> None:
@@ -70,7 +70,7 @@ def _rollup_rows() -> dict[str, list[tuple]]:
 
 
 def assert_rollup_exact() -> None:
-    """The daily rollup and its sums (services/rollup_sums.py) as the writers left them equal
+    """The daily rollup and its sums (services/billing/rollup_sums.py) as the writers left them equal
     a rebuild from the history alone."""
     db.session.rollback()
     kept = _rollup_rows()

@@ -19,7 +19,9 @@ from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, ImportPreview, Webhook, WebhookAttempt
-from webapp.services import import_previews, month_close, webhooks
+from webapp.services.billing import month_close
+from webapp.services.events import webhooks
+from webapp.services.imports import import_previews
 
 from .factories import ACME, World, add_history
 

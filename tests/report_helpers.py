@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from webapp.services import periods, reports, rollups
+from webapp.services.billing import periods, reports, rollups
 
 
 def nonzero_days(lists: dict[str, list[int]]) -> dict[tuple[str, int], int]:

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import Column, MetaData, String, Table, create_engine, select, true
 
 from webapp.access import CompanyScope, Principal, within
-from webapp.services.errors import Forbidden
+from webapp.errors import Forbidden
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 EVERY = None  # a scope of None: every company

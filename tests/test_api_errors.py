@@ -19,7 +19,7 @@ from sqlalchemy import select
 from webapp import create_app
 from webapp.extensions import ProcessCounters, db, limiter
 from webapp.models import Account, ApiToken
-from webapp.services import accounts, api_tokens
+from webapp.services.identity import accounts, api_tokens
 
 from .conftest import empty_all_tables
 from .factories import OPERATOR, Caller, Factory, World, snapshot

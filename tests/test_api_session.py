@@ -23,7 +23,7 @@ from webapp.access import Principal
 from webapp.database import utcnow
 from webapp.extensions import db
 from webapp.models import Account, ApiToken
-from webapp.services import accounts, api_tokens, signin
+from webapp.services.identity import accounts, api_tokens, signin
 
 from .factories import OPERATOR, Caller, World, snapshot
 

@@ -18,10 +18,12 @@ from sqlalchemy import select, update
 
 from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry
-from webapp.services import accounts, audit, ddis, phone_users
-from webapp.services.errors import Forbidden, Invalid
+from webapp.services.history import audit
+from webapp.services.identity import accounts
+from webapp.services.records import crud, ddis, kinds
 from webapp.views import audit_values
 from webapp.views.audit_values import FieldChange, changes, changes_text
 
@@ -123,11 +125,16 @@ def test_unknown_fields_and_odd_values_still_read_well():
 
 
 def test_the_audit_page_shows_readable_changes(world):
-    ddis.create(
-        OPERATOR, {"dialcode": "44", "number": "2071", "virt_exten": "100", "company": "acme"}
+    crud.create(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "2071", "virt_exten": "100", "company": "acme"},
     )
-    ddis.update(
-        OPERATOR, {"dialcode": "44", "number": "2071", "company": "acme"}, {"virt_exten": "101"}
+    crud.update(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "2071", "company": "acme"},
+        {"virt_exten": "101"},
     )
     ddis.link(
         OPERATOR, {"dialcode": "44", "number": "2071"}, {"virt_exten": "7", "company": "globex"}
@@ -179,18 +186,29 @@ def moved_world() -> None:
     """A DDI moved from globex to initech by update, one by link, a phone user moved by
     update; and an entry about acme alone."""
     for number in ("1", "2"):
-        ddis.create(
-            OPERATOR, {"dialcode": "44", "number": number, "virt_exten": "1", "company": "globex"}
+        crud.create(
+            OPERATOR,
+            kinds.DDI,
+            {"dialcode": "44", "number": number, "virt_exten": "1", "company": "globex"},
         )
-    phone_users.create(OPERATOR, {"username": "ana", "virt_exten": "2", "company": "globex"})
-    ddis.update(
-        OPERATOR, {"dialcode": "44", "number": "1", "company": "globex"}, {"company": "initech"}
+    crud.create(
+        OPERATOR, kinds.PHONE_USER, {"username": "ana", "virt_exten": "2", "company": "globex"}
+    )
+    crud.update(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "1", "company": "globex"},
+        {"company": "initech"},
     )
     ddis.link(
         OPERATOR, {"dialcode": "44", "number": "2"}, {"virt_exten": "3", "company": "initech"}
     )
-    phone_users.update(OPERATOR, {"username": "ana", "company": "globex"}, {"company": "initech"})
-    ddis.create(OPERATOR, {"dialcode": "44", "number": "3", "virt_exten": "1", "company": "acme"})
+    crud.update(
+        OPERATOR, kinds.PHONE_USER, {"username": "ana", "company": "globex"}, {"company": "initech"}
+    )
+    crud.create(
+        OPERATOR, kinds.DDI, {"dialcode": "44", "number": "3", "virt_exten": "1", "company": "acme"}
+    )
 
 
 MOVES = {"ddi.update", "ddi.link", "user.update"}
@@ -202,8 +220,11 @@ def test_a_move_records_the_company_it_left(world):
         entry = last(action)
         assert (entry.company, entry.other_company) == ("initech", "globex"), action
     # A change that is not a move names no other company.
-    ddis.update(
-        OPERATOR, {"dialcode": "44", "number": "1", "company": "initech"}, {"virt_exten": "9"}
+    crud.update(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "1", "company": "initech"},
+        {"virt_exten": "9"},
     )
     assert last("ddi.update").other_company is None
     assert last("ddi.create").other_company is None

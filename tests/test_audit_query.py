@@ -1,4 +1,4 @@
-"""The audit log's pages (services/audit_query.py) against a simple independent computation.
+"""The audit log's pages (services/history/audit_query.py) against a simple independent computation.
 
 Random logs (entries on few instants, so ties on `at` are common; moves with `other_company`;
 entries about no company) are read through audit.search by principals of every scope, with
@@ -19,7 +19,7 @@ from sqlalchemy import delete
 from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.models import AuditEntry
-from webapp.services import audit, audit_query
+from webapp.services.history import audit, audit_query
 
 COMPANIES = ["acme", "globex", "initech", "umbrella"]
 ACTORS = ["ana", "bob"]

@@ -33,7 +33,7 @@ from webapp.access import Principal
 from webapp.backup import libpq_url
 from webapp.extensions import db, limiter
 from webapp.models import Ddi
-from webapp.services import month_close
+from webapp.services.billing import month_close
 
 from .conftest import BACKEND, PG_URL
 from .databases import postgres_database

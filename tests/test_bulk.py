@@ -12,16 +12,16 @@ from sqlalchemy import func, select
 from werkzeug.datastructures import MultiDict
 
 from webapp.access import Principal
+from webapp.errors import Conflict, Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, PhoneUser
-from webapp.services import bulk, ddis
-from webapp.services.errors import Conflict, Forbidden, Invalid
+from webapp.services.records import bulk, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
 
 ROOT = Principal.cli("root-cli")
-DDI_KIND = ddis.KIND
+DDI_KIND = kinds.DDI
 
 
 def companies_of() -> dict[str, str]:
@@ -123,9 +123,8 @@ def test_moving_phone_users_onto_a_taken_username_changes_nothing(world):
 
 
 def bulk_kind_users():
-    from webapp.services import phone_users
 
-    return phone_users.KIND
+    return kinds.PHONE_USER
 
 
 @pytest.mark.parametrize(

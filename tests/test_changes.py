@@ -19,23 +19,23 @@ def _writes(model: str) -> str:
 
 
 # Statements that write a table, and the only modules that may hold them: the storage steps
-# the change path calls (history.py, rollups.py) and the demo seed, which invents a whole
+# the change path calls (history/intervals.py, billing/rollups.py) and the demo seed, which invents a whole
 # history at once and then rebuilds the rollup from it.
 TABLE_WRITES = {
-    _writes("HistoryInterval"): {"services/history.py", "demo.py"},
-    _writes("DailyPeak"): {"services/rollups.py"},
+    _writes("HistoryInterval"): {"services/history/intervals.py", "demo.py"},
+    _writes("DailyPeak"): {"services/billing/rollups.py"},
     # The change events and the counter their ids come from: recorded and pruned only there.
-    _writes("Event"): {"services/events.py"},
-    _writes("EventTxn"): {"services/events.py"},
-    _writes("EventCounter"): {"services/events.py"},
+    _writes("Event"): {"services/events/journal.py"},
+    _writes("EventTxn"): {"services/events/journal.py"},
+    _writes("EventCounter"): {"services/events/journal.py"},
 }
 # The storage steps, and the only modules that may call them. rollups.build and rebuild_all
 # (the full rebuild from the history) are not changes and stay outside the path.
 STEP_CALLS = {
-    r"\bhistory\.(open_intervals|close_intervals|add_closed)\(": {"services/changes.py"},
+    r"\bintervals\.(open_intervals|close_intervals|add_closed)\(": {"services/changes.py"},
     r"\brollups\.(record_changes|rebuild_from|lock_companies)\(": {"services/changes.py"},
     r"\bwrite_clock\(": {"services/changes.py", "database.py"},
-    r"\bevents\.record\(": {"services/changes.py"},
+    r"\bjournal\.record\(": {"services/changes.py"},
 }
 
 

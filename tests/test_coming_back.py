@@ -11,8 +11,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from webapp.access import Principal
-from webapp.services import ddis, landing, phone_users
-from webapp.services.errors import Forbidden
+from webapp.errors import Forbidden
+from webapp.services.records import crud, kinds, landing
 
 from .factories import OPERATOR, snapshot
 
@@ -23,8 +23,9 @@ NUMBERS = [f"2070000{i:03d}" for i in range(120)]
 
 @pytest.fixture
 def world(world):
-    ddis.create(
+    crud.create(
         OPERATOR,
+        kinds.DDI,
         [
             {"dialcode": "44", "number": n, "virt_exten": str(1000 + i), "company": ACME}
             for i, n in enumerate(NUMBERS)
@@ -35,7 +36,9 @@ def world(world):
         ],
     )
     for name in ("ana", "bob", "cid"):
-        phone_users.create(OPERATOR, {"username": name, "virt_exten": "200", "company": ACME})
+        crud.create(
+            OPERATOR, kinds.PHONE_USER, {"username": name, "virt_exten": "200", "company": ACME}
+        )
     return world
 
 
@@ -320,22 +323,22 @@ def test_a_company_admin_creates_a_user_and_sees_it(world):
 def test_locate_answers_only_what_the_principal_sees(world):
     key = {"dialcode": "44", "number": "3080000000"}
     acme_admin = Principal(username="a", via="ui", admin_of=frozenset({ACME}))
-    assert landing.locate(acme_admin, ddis.KIND, key, {}) is None  # globex's: not seen
-    located = landing.locate(OPERATOR, ddis.KIND, key, {})
+    assert landing.locate(acme_admin, kinds.DDI, key, {}) is None  # globex's: not seen
+    located = landing.locate(OPERATOR, kinds.DDI, key, {})
     assert located.matches and located.after == ("44", "2070000119")
-    located = landing.locate(OPERATOR, ddis.KIND, key, {"company": GLOBEX, "number": "308"})
+    located = landing.locate(OPERATOR, kinds.DDI, key, {"company": GLOBEX, "number": "308"})
     assert located.matches and located.after is None  # the first of globex's
-    located = landing.locate(OPERATOR, ddis.KIND, key, {}, sort="number", descending=True)
+    located = landing.locate(OPERATOR, kinds.DDI, key, {}, sort="number", descending=True)
     assert located.after == ("3080000001", "44")  # the cursor's order: number, dialcode
     largest = {"dialcode": "44", "number": "3080000002"}
     assert (
-        landing.locate(OPERATOR, ddis.KIND, largest, {}, sort="number", descending=True).after
+        landing.locate(OPERATOR, kinds.DDI, largest, {}, sort="number", descending=True).after
         is None
     )
-    assert not landing.locate(OPERATOR, ddis.KIND, key, {"company": ACME}).matches
-    assert not landing.matches(OPERATOR, ddis.KIND, {"number": "abc"}, key)  # a bad filter
+    assert not landing.locate(OPERATOR, kinds.DDI, key, {"company": ACME}).matches
+    assert not landing.matches(OPERATOR, kinds.DDI, {"number": "abc"}, key)  # a bad filter
     with pytest.raises(Forbidden):
-        landing.locate(Principal(username="n", via="ui"), ddis.KIND, key, {})
+        landing.locate(Principal(username="n", via="ui"), kinds.DDI, key, {})
     before = snapshot()
-    landing.locate(OPERATOR, ddis.KIND, key, {})
+    landing.locate(OPERATOR, kinds.DDI, key, {})
     assert snapshot() == before

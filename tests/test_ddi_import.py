@@ -14,10 +14,11 @@ import pytest
 from sqlalchemy import select
 
 from webapp.access import Principal
+from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, ImportPreview
-from webapp.services import ddi_import, ddis
-from webapp.services.errors import Forbidden, Invalid
+from webapp.services.imports import ddi_import
+from webapp.services.records import crud, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
@@ -224,7 +225,7 @@ def test_only_a_system_admin_imports(world):
 def test_apply_refuses_a_plan_that_changed_since_the_preview(world, factory):
     data = csv_bytes("44,2070000001,555,acme")
     preview = run_import(data, dry_run=True)
-    ddis.update(ROOT_P, {"company": ACME, "number": "2070000001"}, {"virt_exten": "777"})
+    crud.update(ROOT_P, kinds.DDI, {"company": ACME, "number": "2070000001"}, {"virt_exten": "777"})
     before = snapshot()
     with pytest.raises(ddi_import.Stale) as stale:
         ddi_import.apply(ROOT_P, ddi_import.bytes_source(data), expected=preview.fingerprint)
@@ -380,7 +381,7 @@ def test_page_confirm_after_someone_else_changed_a_ddi_previews_again(world):
     client = world.browser("root")
     upload(client, csv_bytes("44,2070000001,555,acme"))
     preview_id = db.session.scalar(select(ImportPreview.id))
-    ddis.update(ROOT_P, {"company": ACME, "number": "2070000001"}, {"virt_exten": "777"})
+    crud.update(ROOT_P, kinds.DDI, {"company": ACME, "number": "2070000001"}, {"virt_exten": "777"})
     again = client.post(f"/ddis/import/{preview_id}", data={"csrf_token": client.csrf})
     assert again.status_code == 409
     page = again.get_data(as_text=True)

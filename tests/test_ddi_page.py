@@ -7,7 +7,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from webapp.access import Principal
-from webapp.services import ddis
+from webapp.services.records import crud, ddis, kinds
 
 from .factories import ACME, GLOBEX, INITECH
 
@@ -33,7 +33,7 @@ def world(world, factory):
             {"dialcode": "44", "number": "2070000001"},
             {"virt_exten": "101", "company": company},
         )
-    ddis.update(ROOT, {"company": ACME, "number": "2070000001"}, {"virt_exten": "555"})
+    crud.update(ROOT, kinds.DDI, {"company": ACME, "number": "2070000001"}, {"virt_exten": "555"})
     return world
 
 
@@ -69,7 +69,7 @@ def test_a_company_admin_gets_404_once_the_number_left_its_companies(world):
 
 
 def test_a_deleted_number_keeps_its_page_for_the_system_admin(world):
-    ddis.delete(ROOT, {"company": ACME, "number": "2070000001"})
+    crud.delete_rows(ROOT, kinds.DDI, {"company": ACME, "number": "2070000001"})
     page = soup(world.browser("root").get(PAGE))
     assert page.select_one("#ddi-gone") is not None
     assert interval_companies(page)[0] == ACME

@@ -25,6 +25,7 @@ from werkzeug.datastructures import MultiDict
 
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
+from webapp.errors import ServiceError
 from webapp.extensions import db
 from webapp.models import (
     AuditEntry,
@@ -37,18 +38,10 @@ from webapp.models import (
     PhoneUser,
     WebhookAttempt,
 )
-from webapp.services import (
-    ddis,
-    event_feed,
-    events,
-    history_import,
-    periods,
-    phone_users,
-    records,
-    rollups,
-    webhooks,
-)
-from webapp.services.errors import ServiceError
+from webapp.services.billing import periods, rollups
+from webapp.services.events import feed, journal, webhooks
+from webapp.services.imports import history_import
+from webapp.services.records import crud, ddis, kinds, phone_users
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 
@@ -78,10 +71,10 @@ def last_id() -> int:
     return db.session.scalar(select(EventCounter.last_id).where(EventCounter.id == 1))
 
 
-def feed(after: int = 0, principal: Principal = ROOT, **query: Any) -> list[dict[str, Any]]:
+def read_feed(after: int = 0, principal: Principal = ROOT, **query: Any) -> list[dict[str, Any]]:
     """The events after `after` as `principal` reads them (the service behind the API)."""
     db.session.rollback()
-    got = event_feed.read(principal, event_feed.Query(after=after, limit=1000, **query))
+    got = feed.read(principal, feed.Query(after=after, limit=1000, **query))
     db.session.rollback()
     return got.values
 
@@ -124,13 +117,13 @@ def assert_events_match_audit(ordered: bool = True) -> None:
         for a in entries
     ]
     recorded = [
-        (e["at"], e["actor"], e["type"], e["company"], e["before"], e["after"]) for e in feed()
+        (e["at"], e["actor"], e["type"], e["company"], e["before"], e["after"]) for e in read_feed()
     ]
     if ordered:
         assert recorded == audited
     else:
         assert sorted(map(repr, recorded)) == sorted(map(repr, audited))
-    ids = [e["id"] for e in feed()]
+    ids = [e["id"] for e in read_feed()]
     assert ids == list(range(1, len(ids) + 1)) and last_id() == len(ids)
 
 
@@ -181,7 +174,7 @@ def test_api_creates_one_and_a_batch(world):
     users = [user("zoe"), user("amy", exten="201")]
     assert write(world, world.cadmin, "create", {"type": "user", "values": users}) == 2
 
-    got = feed()
+    got = read_feed()
     assert [e["id"] for e in got] == [1, 2, 3, 4, 5]
     assert brief(got) == [
         ("ddi.created", "root", ACME, None, ddi("1")),
@@ -217,7 +210,7 @@ def test_api_updates_moves_links_and_deletes_ddis(world):
     assert write(world, world.root, "link", link) == 1
     assert write(world, world.root, "delete", {"type": "ddi", "scope": {"company": INITECH}}) == 1
 
-    got = feed(start)
+    got = read_feed(start)
     assert [e["id"] for e in got] == [start + 1, start + 2, start + 3, start + 4]
     assert brief(got) == [
         ("ddi.updated", "root", ACME, ddi("1", ACME, "100"), ddi("1", ACME, "5")),
@@ -242,7 +235,7 @@ def test_api_updates_moves_and_deletes_phone_users_one_event_per_row(world):
     gone = {"type": "user", "scope": {"company": INITECH}}
     assert write(world, world.cadmin2, "delete", gone) == 2
 
-    got = feed(start)
+    got = read_feed(start)
     ana, bob_ = user("ana", exten="200"), user("bob", exten="201")
     assert brief(got) == [
         ("user.updated", "cadmin2", INITECH, ana, {**ana, "company": INITECH}),
@@ -279,7 +272,7 @@ def test_the_pages_record_the_changes_they_make(world):
     submit(client, "/users/acme/eve/edit", {"virt_exten": "250", "company": GLOBEX})
     submit(client, "/users/globex/eve/delete")
 
-    got = feed(start)
+    got = read_feed(start)
     assert brief(got) == [
         ("ddi.created", "root", ACME, None, ddi("2071230000")),
         ("ddi.created", "root", GLOBEX, None, ddi("2071230010", GLOBEX, "300")),
@@ -345,7 +338,7 @@ def test_bulk_move_and_delete_record_one_event_per_record(world):
     )
     assert client.post("/users/bulk/apply", data=hidden_fields(page)).status_code == 303
 
-    got = feed(start)
+    got = read_feed(start)
     assert brief(got) == [
         *[
             (
@@ -391,7 +384,7 @@ def test_the_ddi_import_records_its_creates_and_updates_not_the_unchanged(world)
     )
     assert again.status_code == 200 and again.json["updated"] == 1
 
-    got = feed(start)
+    got = read_feed(start)
     assert_one_transaction(got)
     assert sorted(brief(got), key=lambda e: (e[4] or e[3])["number"]) == [
         ("ddi.updated", "root", ACME, ddi("2"), ddi("2", ACME, "200")),
@@ -420,7 +413,7 @@ def test_a_history_import_records_no_event(world):
         == 1
     )
     assert last_id() == start == 1
-    assert feed(start) == []
+    assert read_feed(start) == []
     assert db.session.scalar(select(func.count()).select_from(EventTxn)) == 1
 
 
@@ -471,7 +464,7 @@ def test_refused_writes_record_nothing_and_use_no_id(world):
 
     r = api(world.root, "create", {"type": "ddi", "values": [ddi("2"), ddi("3")]})
     assert r.status_code == 200
-    assert [e["id"] for e in feed()] == [1, 2, 3]
+    assert [e["id"] for e in read_feed()] == [1, 2, 3]
     assert_events_match_audit()
 
 
@@ -479,13 +472,13 @@ def test_a_transaction_rolled_back_after_recording_its_events_uses_no_id(world):
     world.factory.ddi("44", "1", ACME)
     with pytest.raises(RuntimeError), write_transaction() as session:
         rows = session.scalars(select(Ddi)).all()
-        records.apply_changes(session, ROOT, ddis.KIND, rows, {"virt_exten": "9"}, "update")
+        crud.apply_changes(session, ROOT, kinds.DDI, rows, {"virt_exten": "9"}, "update")
         assert session.scalar(select(func.count()).select_from(Event)) == 2  # recorded...
         raise RuntimeError("and then the write fails")
     assert last_id() == 1
     assert db.session.scalar(select(func.count()).select_from(Event)) == 1
     world.factory.ddi("44", "2", ACME)  # the same session goes on: the next write is id 2
-    assert [e["id"] for e in feed()] == [1, 2]
+    assert [e["id"] for e in read_feed()] == [1, 2]
     assert_events_match_audit()
 
 
@@ -503,10 +496,13 @@ def test_concurrent_writers_get_ids_in_commit_order_and_a_follower_misses_none(a
             with app.app_context():
                 for i in range(per_writer):
                     rows = [ddi(f"{w}{i}{j}", (ACME, GLOBEX)[j % 2]) for j in range(1 + i % 3)]
-                    ddis.create(ROOT, rows)
+                    crud.create(ROOT, kinds.DDI, rows)
                     if i % 2:
-                        ddis.update(
-                            ROOT, {"company": ACME, "number": f"{w}{i}0"}, {"virt_exten": "9"}
+                        crud.update(
+                            ROOT,
+                            kinds.DDI,
+                            {"company": ACME, "number": f"{w}{i}0"},
+                            {"virt_exten": "9"},
                         )
                 db.session.remove()
         except BaseException as exc:  # pragma: no cover - reported below
@@ -517,7 +513,7 @@ def test_concurrent_writers_get_ids_in_commit_order_and_a_follower_misses_none(a
             after = 0
             while True:
                 finished = done.is_set()
-                got = event_feed.read(ROOT, event_feed.Query(after=after, limit=5))
+                got = feed.read(ROOT, feed.Query(after=after, limit=5))
                 db.session.rollback()
                 seen.extend(e["id"] for e in got.values)
                 after = got.last
@@ -597,9 +593,9 @@ def apply_op(op: tuple, exten: str) -> None:
     name = op[0]
     try:
         if name == "ddi.create":
-            ddis.create(ROOT, [ddi(n, c, exten) for n, c in op[1]])
+            crud.create(ROOT, kinds.DDI, [ddi(n, c, exten) for n, c in op[1]])
         elif name == "user.create":
-            phone_users.create(ROOT, [user(u, c, exten) for u, c in op[1]])
+            crud.create(ROOT, kinds.PHONE_USER, [user(u, c, exten) for u, c in op[1]])
         elif name in ("ddi.update", "user.update", "ddi.delete", "user.delete"):
             kind, verb = name.split(".")
             service, field = (ddis, "number") if kind == "ddi" else (phone_users, "username")
@@ -639,7 +635,7 @@ def replay(principal: Principal, limit: int, visible=None) -> tuple[dict, dict, 
     after = 0
     while True:
         db.session.rollback()
-        page = event_feed.read(principal, event_feed.Query(after=after, limit=limit))
+        page = feed.read(principal, feed.Query(after=after, limit=limit))
         assert len(page.values) <= limit
         if not page.values:
             assert page.last == after
@@ -673,12 +669,12 @@ def replay(principal: Principal, limit: int, visible=None) -> tuple[dict, dict, 
 def tables(visible=None) -> tuple[dict, dict]:
     db.session.rollback()
     ddi_rows = {
-        (r.dialcode, r.number): ddis.KIND.as_dict(r)
+        (r.dialcode, r.number): kinds.DDI.as_dict(r)
         for r in db.session.scalars(select(Ddi))
         if visible is None or r.company in visible
     }
     user_rows = {
-        (r.company, r.username): phone_users.KIND.as_dict(r)
+        (r.company, r.username): kinds.PHONE_USER.as_dict(r)
         for r in db.session.scalars(select(PhoneUser))
         if visible is None or r.company in visible
     }
@@ -762,8 +758,10 @@ def test_read_filters_by_company_and_type(world):
     world.factory.ddi("44", "1", ACME)
     world.factory.ddi("44", "2", GLOBEX)
     world.factory.user("ana", INITECH)
-    ddis.update(ROOT, {"company": ACME}, {"company": GLOBEX})  # a move: in both companies
-    ddis.delete(ROOT, {"company": GLOBEX, "number": "2"})
+    crud.update(
+        ROOT, kinds.DDI, {"company": ACME}, {"company": GLOBEX}
+    )  # a move: in both companies
+    crud.delete_rows(ROOT, kinds.DDI, {"company": GLOBEX, "number": "2"})
 
     def ids(scope):
         r = api_read(world, world.root, {"scope": scope})
@@ -794,8 +792,8 @@ def moves(world):
     world.factory.ddi("44", "2", GLOBEX, "100")
     world.factory.ddi("44", "3", INITECH, "100")
     world.factory.user("ana", ACME, "200")
-    ddis.update(ROOT, {"company": ACME, "number": "1"}, {"company": GLOBEX})  # id 5
-    phone_users.update(ROOT, {"company": ACME}, {"company": GLOBEX})  # id 6
+    crud.update(ROOT, kinds.DDI, {"company": ACME, "number": "1"}, {"company": GLOBEX})  # id 5
+    crud.update(ROOT, kinds.PHONE_USER, {"company": ACME}, {"company": GLOBEX})  # id 6
     return world
 
 
@@ -951,7 +949,7 @@ def later(app, delay: float, write: Callable[[], None]) -> threading.Thread:
 @pytest.mark.slow
 def test_a_waiting_read_answers_soon_after_a_commit(app, moves):
     after = last_id()
-    writer = later(app, 0.5, lambda: ddis.create(ROOT, ddi("77", GLOBEX)))
+    writer = later(app, 0.5, lambda: crud.create(ROOT, kinds.DDI, ddi("77", GLOBEX)))
     began = time.monotonic()
     r = api_read(moves, moves.root, {"after": after, "wait": 5})
     took = time.monotonic() - began
@@ -1014,7 +1012,7 @@ def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves):
     """A DDI event commits while a reader waits for phone-user events: the reader wakes,
     finds nothing of its own, and waits on to its deadline."""
     after = last_id()
-    writer = later(app, 0.3, lambda: ddis.create(ROOT, ddi("78")))
+    writer = later(app, 0.3, lambda: crud.create(ROOT, kinds.DDI, ddi("78")))
     began = time.monotonic()
     r = api_read(
         moves, moves.root, {"after": after, "wait": 1, "scope": {"type": ["user.created"]}}
@@ -1023,7 +1021,7 @@ def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves):
     writer.join()
     assert r.json == {"result": "success", "values": [], "numrows": 0, "last": after}
     assert 0.9 < took < 2.0, took
-    assert [e["id"] for e in feed(after)] == [after + 1]
+    assert [e["id"] for e in read_feed(after)] == [after + 1]
 
 
 # --- pruning ---------------------------------------------------------------------------------
@@ -1031,7 +1029,7 @@ def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves):
 
 def test_prune_deletes_only_older_transactions_and_readers_read_on(world):
     world.factory.ddi("44", "1", ACME)  # id 1
-    ddis.create(ROOT, [ddi("2"), ddi("3")])  # ids 2, 3
+    crud.create(ROOT, kinds.DDI, [ddi("2"), ddi("3")])  # ids 2, 3
     world.factory.ddi("44", "4", ACME)  # id 4
     now = utcnow()
     hook, _ = webhooks.create(ROOT, "http://127.0.0.1:9/hook")
@@ -1056,45 +1054,45 @@ def test_prune_deletes_only_older_transactions_and_readers_read_on(world):
                 )
             )
 
-    assert events.prune(7) == 1
-    assert [e["id"] for e in feed()] == [2, 3, 4]
+    assert journal.prune(7) == 1
+    assert [e["id"] for e in read_feed()] == [2, 3, 4]
     db.session.rollback()
     assert list(db.session.scalars(select(WebhookAttempt.event_id))) == [2]
     # A reader whose last id was pruned reads on from the oldest event kept.
     page = api_read(world, world.root, {"after": 0, "limit": 1}).json
     assert [e["id"] for e in page["values"]] == [2] and page["last"] == 2
     assert [e["id"] for e in values(world, world.root, {"after": 1})] == [2, 3, 4]
-    assert events.prune(7) == 0  # nothing older left
+    assert journal.prune(7) == 0  # nothing older left
 
-    assert events.prune(1) == 2  # the whole transaction of ids 2 and 3
-    assert [e["id"] for e in feed()] == [4]
+    assert journal.prune(1) == 2  # the whole transaction of ids 2 and 3
+    assert [e["id"] for e in read_feed()] == [4]
     world.factory.ddi("44", "5", ACME)
-    assert [e["id"] for e in feed()] == [4, 5]  # ids are never reused
+    assert [e["id"] for e in read_feed()] == [4, 5]  # ids are never reused
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "1.5", "", None])
 def test_the_retention_is_a_whole_number_of_days(value):
-    from webapp.services.errors import Invalid
+    from webapp.errors import Invalid
 
     with pytest.raises(Invalid) as caught:
-        events.parse_retention(value)
+        journal.parse_retention(value)
     assert "days" in caught.value.fields
 
 
 def test_prune_goes_chunk_by_chunk(world, monkeypatch):
-    monkeypatch.setattr(events, "PRUNE_CHUNK", 2)
+    monkeypatch.setattr(journal, "PRUNE_CHUNK", 2)
     for i in range(5):
         world.factory.ddi("44", str(i), ACME)
     with write_transaction() as session:
         session.execute(
             update(EventTxn).where(EventTxn.first_id <= 4).values(at=utcnow() - timedelta(days=100))
         )
-    assert events.prune(90) == 4
-    assert [e["id"] for e in feed()] == [5]
+    assert journal.prune(90) == 4
+    assert [e["id"] for e in read_feed()] == [5]
 
 
 def test_both_plans_of_a_company_read_give_the_same_events(world, monkeypatch):
-    """event_feed._about bounds a company-filtered read by the transactions committed since
+    """feed._about bounds a company-filtered read by the transactions committed since
     `after` when the reader is near the newest event, and reads the companies' own events
     otherwise: two plans, the same events, for every `after` and company set."""
     write(world, world.root, "create", {"type": "ddi", "values": [ddi(str(i)) for i in range(40)]})
@@ -1103,12 +1101,12 @@ def test_both_plans_of_a_company_read_give_the_same_events(world, monkeypatch):
         values = {"virt_exten": "9", "company": GLOBEX if i % 2 else INITECH}
         write(world, world.root, "link", {"type": "ddi", "scope": scope, "values": values})
     write(world, world.root, "delete", {"type": "ddi", "scope": {"company": INITECH}})
-    newest = events.newest()
+    newest = journal.newest()
     assert newest > 50
     for companies in ({ACME}, {GLOBEX}, {INITECH, GLOBEX}, {"nobody-here"}):
         for after in range(newest + 1):
             answers = []
             for near in (-1, 10**9):  # never bounded, always bounded
-                monkeypatch.setattr(event_feed, "NEAR", near)
-                answers.append(event_feed.select_rows(after, 7, frozenset(companies)))
+                monkeypatch.setattr(feed, "NEAR", near)
+                answers.append(feed.select_rows(after, 7, frozenset(companies)))
             assert answers[0] == answers[1], (companies, after)

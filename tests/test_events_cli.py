@@ -15,7 +15,7 @@ from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, Event, EventTxn, Webhook
-from webapp.services import event_feed, webhooks
+from webapp.services.events import feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
 
@@ -124,7 +124,7 @@ def age(days: int, first_ids: list[int]) -> None:
 
 def event_ids() -> list[int]:
     db.session.rollback()
-    values = event_feed.read(Principal.cli(), event_feed.Query(limit=1000)).values
+    values = feed.read(Principal.cli(), feed.Query(limit=1000)).values
     db.session.rollback()
     return [e["id"] for e in values]
 
@@ -165,7 +165,7 @@ def test_the_ddi_import_command_records_its_changes(companies, flask, tmp_path):
     done = flask("ddis", "import", str(path))
     assert done.returncode == 0, done.stderr
     db.session.rollback()
-    got = event_feed.read(Principal.cli(), event_feed.Query(after=2)).values
+    got = feed.read(Principal.cli(), feed.Query(after=2)).values
     assert sorted((e["type"], e["company"], e["key"]["number"]) for e in got) == [
         ("ddi.created", ACME, "3"),
         ("ddi.updated", GLOBEX, "2"),

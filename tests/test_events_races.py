@@ -1,4 +1,4 @@
-"""Reading the change events while writers commit: never a gap, never a repeat (services/events.py
+"""Reading the change events while writers commit: never a gap, never a repeat (services/events/journal.py
 gives ids in commit order). Meant for PostgreSQL, where writers commit concurrently; on SQLite,
 whose writers take turns, the same tests run and must hold as well, except the one that needs
 two transactions recording at once."""
@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from webapp.extensions import db
 from webapp.models import EventCounter, EventTxn
-from webapp.services import ddis, event_feed
+from webapp.services.events import feed
+from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
 from .test_races import post_json as post
@@ -236,7 +237,7 @@ def _renumber_in_thread(app, name: str, company: str, errors: list) -> threading
     def renumber() -> None:
         try:
             with app.app_context():
-                ddis.update(OPERATOR, {"company": company}, {"virt_exten": "2"})
+                crud.update(OPERATOR, kinds.DDI, {"company": company}, {"virt_exten": "2"})
                 db.session.remove()
         except BaseException as exc:  # pragma: no cover - reported by the test
             errors.append(exc)
@@ -249,9 +250,9 @@ def _renumber_in_thread(app, name: str, company: str, errors: list) -> threading
 def _visible(after: int) -> list[tuple[int, str]]:
     """What a reader sees now: (id, number) of every committed event after `after`."""
     db.session.rollback()
-    rows = event_feed.select_rows(after, 1000, None)
+    rows = feed.select_rows(after, 1000, None)
     db.session.rollback()
-    return [(r.id, event_feed.shape(r)["key"]["number"]) for r in rows]
+    return [(r.id, feed.shape(r)["key"]["number"]) for r in rows]
 
 
 def _waiting_on_a_lock(statement: str, timeout: float = 10) -> bool:
@@ -290,8 +291,9 @@ def test_ids_follow_commit_order_and_a_reader_sees_no_later_commit_first(
     t1_numbers = [f"2091000{k:03d}" for k in range(3)]
     t2_numbers = [f"2092000{k:03d}" for k in range(2)]
     for numbers, company in ((t1_numbers, "acme"), (t2_numbers, "globex")):
-        ddis.create(
+        crud.create(
             OPERATOR,
+            kinds.DDI,
             [
                 {"dialcode": "44", "number": n, "virt_exten": "1", "company": company}
                 for n in numbers

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.services.errors import Invalid
+from webapp.errors import Invalid
 from webapp.services.fields import (
     FORMATS,
     MAX_DDI_DIGITS,

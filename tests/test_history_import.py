@@ -17,11 +17,11 @@ from sqlalchemy import select
 
 from webapp.access import Principal
 from webapp.database import utcnow
+from webapp.errors import Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, HistoryInterval
-from webapp.services import reports
-from webapp.services.errors import Invalid
-from webapp.services.history_import import import_csv
+from webapp.services.billing import reports
+from webapp.services.imports.history_import import import_csv
 
 from .factories import Factory, snapshot
 

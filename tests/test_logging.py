@@ -21,7 +21,7 @@ from webapp.config import ConfigError
 from webapp.extensions import db
 from webapp.models import AuditEntry
 from webapp.observability import logs
-from webapp.services import webhooks
+from webapp.services.events import webhooks
 
 from .factories import ACME, OPERATOR
 from .observability import (

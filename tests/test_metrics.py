@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from webapp import create_app
 from webapp.config import ConfigError
 from webapp.extensions import db
-from webapp.services import delivery, webhooks
+from webapp.services.events import delivery, webhooks
 
 from .conftest import BACKEND
 from .factories import ACME, OPERATOR, csrf_from

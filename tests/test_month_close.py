@@ -16,10 +16,10 @@ from sqlalchemy import delete, func, select, text
 
 from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.errors import Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, ClosedFigures, MonthClose, RollupState
-from webapp.services import month_close, reports
-from webapp.services.errors import Invalid
+from webapp.services.billing import month_close, reports
 
 from .factories import ACME, GLOBEX, INITECH, add_history
 
@@ -346,7 +346,7 @@ def test_without_the_rollup_every_company_is_recomputed(history):
 
 
 def test_marks_compare_as_sets_of_rows_with_the_carried_level():
-    from webapp.services.rollups import same_marks
+    from webapp.services.billing.rollups import same_marks
 
     a = "2|2025-10-03:5:4,2025-10-07:4:4"
     assert same_marks(a, a)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from webapp.access import Principal
-from webapp.services import reports
+from webapp.services.billing import reports
 
 from .factories import ACME, GLOBEX, add_history
 from .test_cli import assert_one_line_error

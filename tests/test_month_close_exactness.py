@@ -32,7 +32,8 @@ from sqlalchemy import delete
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.models import ClosedFigures, MonthClose, RollupState
-from webapp.services import history_import, month_close, reports
+from webapp.services.billing import month_close, reports
+from webapp.services.imports import history_import
 
 from .factories import add_history, rollup_rebuilt
 from .test_report_exactness import (

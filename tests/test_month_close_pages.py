@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from webapp.access import Principal
 from webapp.extensions import db
 from webapp.models import MonthClose
-from webapp.services import company_overview, reports
+from webapp.services import company_overview
+from webapp.services.billing import reports
 
 from .factories import ACME, GLOBEX, INITECH, add_history, csrf_from
 

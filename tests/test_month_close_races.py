@@ -24,7 +24,8 @@ from sqlalchemy import func, select
 from webapp.access import Principal
 from webapp.extensions import db
 from webapp.models import AuditEntry, ClosedFigures, MonthClose
-from webapp.services import history_import, month_close, reports
+from webapp.services.billing import month_close, reports
+from webapp.services.imports import history_import
 
 from .factories import add_history
 from .test_month_close_exactness import expected_adjustments

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import func, select
 
 from webapp.access import Principal
+from webapp.errors import Conflict, Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi
-from webapp.services import ddis
-from webapp.services.errors import Conflict, Forbidden, Invalid
+from webapp.services.records import ddis
 
 from .factories import ACME, snapshot
 from .invariants import assert_history_consistent

@@ -19,9 +19,9 @@ from sqlalchemy import create_engine, inspect, text
 
 from webapp import create_app
 from webapp.access import Principal
+from webapp.errors import Invalid
 from webapp.extensions import db
-from webapp.services import ddis, listing, phone_users, record_query
-from webapp.services.errors import Invalid
+from webapp.services.records import crud, kinds, listing, record_query
 
 from .databases import postgres_database
 from .factories import OPERATOR, World
@@ -58,7 +58,7 @@ def as_tuples(page: listing.Listing) -> list[tuple[str, ...]]:
 def rows(factory) -> list[tuple[str, ...]]:
     for company in (ACME, GLOBEX, INITECH):
         factory.company(company)
-    ddis.create(OPERATOR, [dict(zip(FIELDS, r, strict=True)) for r in ROWS])
+    crud.create(OPERATOR, kinds.DDI, [dict(zip(FIELDS, r, strict=True)) for r in ROWS])
     return ROWS
 
 
@@ -106,7 +106,7 @@ def test_q_with_anything_else_is_a_field_error(typed):
     ],
 )  # fmt: skip
 def test_q_matches_the_start_of_dialcode_and_number_or_the_end_of_the_number(rows, q, expected):
-    page = listing.page(ROOT, ddis.KIND, {}, q=q, per_page=100)
+    page = listing.page(ROOT, kinds.DDI, {}, q=q, per_page=100)
     assert [f"{r['dialcode']}:{r['number']}" for r in page.rows] == expected
     assert page.total == len(expected)
     assert as_tuples(page) == brute(rows, record_query.parse_q(q))
@@ -114,7 +114,7 @@ def test_q_matches_the_start_of_dialcode_and_number_or_the_end_of_the_number(row
 
 def test_q_combines_with_the_filters_and_the_principals_companies(rows):
     def keys(principal, filters, q, **kw):
-        page = listing.page(principal, ddis.KIND, filters, q=q, per_page=100, **kw)
+        page = listing.page(principal, kinds.DDI, filters, q=q, per_page=100, **kw)
         return [f"{r['dialcode']}:{r['number']}" for r in page.rows]
 
     assert keys(ROOT, {"company": ACME}, "4567") == ["353:14567", "44:2071234567"]
@@ -134,28 +134,28 @@ def test_q_combines_with_the_filters_and_the_principals_companies(rows):
     ]
     # Not a search: the API read and the phone users have none.
     with pytest.raises(Invalid):
-        listing.page(ROOT, phone_users.KIND, {}, q="44")
+        listing.page(ROOT, kinds.PHONE_USER, {}, q="44")
 
 
 def walk_both_ways(principal, filters, q, sort, descending, per_page, expected):
     """Next from the first page to the end and Previous from the last page to the start, by
     the pages' cursors: every row once, in order, with positions that add up."""
     args = {"q": q, "sort": sort, "descending": descending, "per_page": per_page}
-    seen, page = [], listing.page(principal, ddis.KIND, filters, **args)
+    seen, page = [], listing.page(principal, kinds.DDI, filters, **args)
     while True:
         assert page.total == len(expected) and page.start == len(seen) + 1
         seen += as_tuples(page)
         if not page.has_next:
             break
-        page = listing.page(principal, ddis.KIND, filters, after=page.last, **args)
+        page = listing.page(principal, kinds.DDI, filters, after=page.last, **args)
     assert seen == expected
-    back, page = [], listing.page(principal, ddis.KIND, filters, last=True, **args)
+    back, page = [], listing.page(principal, kinds.DDI, filters, last=True, **args)
     while True:
         back = as_tuples(page) + back
         assert page.start == len(expected) - len(back) + 1
         if not page.has_prev:
             break
-        page = listing.page(principal, ddis.KIND, filters, before=page.first, **args)
+        page = listing.page(principal, kinds.DDI, filters, before=page.first, **args)
     assert back == expected
 
 
@@ -186,7 +186,7 @@ def test_paging_through_q_results_both_ways(factory, sort, sort_branch, monkeypa
         )
         rows[(dialcode, number)] = (dialcode, number, rng.choice(["1", "01", "20", "3"]),
                                     rng.choice([ACME, GLOBEX]))  # fmt: skip
-    ddis.create(OPERATOR, [dict(zip(FIELDS, r, strict=True)) for r in rows.values()])
+    crud.create(OPERATOR, kinds.DDI, [dict(zip(FIELDS, r, strict=True)) for r in rows.values()])
     for q in ("44", "+44 2", "4"):
         for descending in (False, True) if sort else (False,):
             expected = sorted(brute(rows.values(), record_query.parse_q(q)), key=key_of(sort),
@@ -210,7 +210,7 @@ def test_extensions_sort_numerically_with_ties_by_text_then_key(factory, descend
     rows = [
         ("44", f"20{i:03d}", ext, ACME if i % 3 else GLOBEX) for i, ext in enumerate(EXTENSIONS)
     ]
-    ddis.create(OPERATOR, [dict(zip(FIELDS, r, strict=True)) for r in rows])
+    crud.create(OPERATOR, kinds.DDI, [dict(zip(FIELDS, r, strict=True)) for r in rows])
     expected = sorted(rows, key=key_of("virt_exten"), reverse=descending)
     if not descending:
         assert [r[2] for r in expected] == [
@@ -226,10 +226,10 @@ def test_phone_users_sort_numerically_too(factory):
     factory.company(ACME)
     for i, ext in enumerate(EXTENSIONS):
         factory.user(f"u{i}", ACME, ext)
-    page = listing.page(ROOT, phone_users.KIND, {}, sort="virt_exten", per_page=100)
+    page = listing.page(ROOT, kinds.PHONE_USER, {}, sort="virt_exten", per_page=100)
     got = [(r["virt_exten"], r["username"]) for r in page.rows]
     assert got == sorted(got, key=lambda r: (int(r[0]), r[0], r[1]))
-    tail = listing.page(ACME_ADMIN, phone_users.KIND, {}, sort="virt_exten", last=True, per_page=3)
+    tail = listing.page(ACME_ADMIN, kinds.PHONE_USER, {}, sort="virt_exten", last=True, per_page=3)
     assert [(r["virt_exten"], r["username"]) for r in tail.rows] == got[-3:]
 
 
@@ -342,7 +342,7 @@ def test_q_agrees_with_a_brute_force_filter(factory, seed, sort_branch, monkeypa
     for company in (ACME, GLOBEX, INITECH):
         factory.company(company)
     rows = random_ddis(seed)
-    ddis.create(OPERATOR, [dict(zip(FIELDS, r, strict=True)) for r in rows])
+    crud.create(OPERATOR, kinds.DDI, [dict(zip(FIELDS, r, strict=True)) for r in rows])
 
     def typed(digits: str, seps: list[str]) -> str:
         return "".join(s + d for s, d in zip(seps, digits, strict=False)) + "".join(
@@ -374,14 +374,14 @@ def test_q_agrees_with_a_brute_force_filter(factory, seed, sort_branch, monkeypa
             and ("company" not in filters or r[3] == filters["company"])
         ]
         expected = sorted(mine, key=key_of(sort))
-        page = listing.page(principal, ddis.KIND, filters, q=q, sort=sort, per_page=7)
+        page = listing.page(principal, kinds.DDI, filters, q=q, sort=sort, per_page=7)
         assert page.total == len(expected)
         assert as_tuples(page) == expected[:7]
         if len(expected) > 7:
-            last = listing.page(principal, ddis.KIND, filters, q=q, sort=sort, per_page=7,
+            last = listing.page(principal, kinds.DDI, filters, q=q, sort=sort, per_page=7,
                                 last=True)  # fmt: skip
             assert as_tuples(last) == expected[-7:]
-            after = listing.page(principal, ddis.KIND, filters, q=q, sort=sort, per_page=7,
+            after = listing.page(principal, kinds.DDI, filters, q=q, sort=sort, per_page=7,
                                  after=page.last)  # fmt: skip
             assert as_tuples(after) == expected[7:14] and after.start == 8
 

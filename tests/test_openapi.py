@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from webapp.services import periods
+from webapp.services.billing import periods
 
 FIELD_VALUES = {
     "dialcode": ["44", "1", "1234567", "12345678", "", "4a", 44, None],
@@ -168,7 +168,7 @@ def test_the_probes_answer_as_documented(factory, spec):
 
 
 def test_the_error_codes_are_the_ones_answered(spec):
-    from webapp.services.errors import ERROR_CODES
+    from webapp.errors import ERROR_CODES
 
     codes = spec["components"]["schemas"]["ErrorDetail"]["properties"]["code"]["enum"]
     assert codes == sorted(set(ERROR_CODES.values()))

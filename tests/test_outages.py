@@ -23,9 +23,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from webapp import create_app
+from webapp.errors import ERROR_CODES, RETRY_AFTER_SECONDS, is_outage
 from webapp.extensions import db
 from webapp.models import Company
-from webapp.services.errors import ERROR_CODES, RETRY_AFTER_SECONDS, is_outage
 
 from .conftest import BACKEND, PG_URL
 from .factories import csrf_from

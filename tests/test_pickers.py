@@ -13,10 +13,11 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select
 
 from webapp.access import Principal
+from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import Account
-from webapp.services import accounts, companies
-from webapp.services.errors import Forbidden, Invalid
+from webapp.services import companies
+from webapp.services.identity import accounts
 
 from .factories import ACME, GLOBEX, INITECH, ROLES, snapshot
 

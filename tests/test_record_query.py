@@ -1,4 +1,4 @@
-"""The one record read (services/record_query.py) without HTTP: the selection both the API read
+"""The one record read (services/records/record_query.py) without HTTP: the selection both the API read
 and the list pages build on (scope restriction, the fixed company, exact and prefix matching),
 and `get`, the pages' one-record read."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from webapp.access import Principal
-from webapp.services import ddis, listing, phone_users, record_query
-from webapp.services.errors import Forbidden, NotFound
+from webapp.errors import Forbidden, NotFound
+from webapp.services.records import kinds, listing, record_query
 
 from .factories import OPERATOR, Factory
 
@@ -41,12 +41,12 @@ def rows(factory: Factory) -> None:
 
 
 def numbers(principal: Principal, filters: dict[str, str]) -> list[str]:
-    page = listing.page(principal, ddis.KIND, filters, per_page=100)
+    page = listing.page(principal, kinds.DDI, filters, per_page=100)
     return [r["number"] for r in page.rows]
 
 
 def usernames(principal: Principal, filters: dict[str, str]) -> list[str]:
-    page = listing.page(principal, phone_users.KIND, filters, per_page=100)
+    page = listing.page(principal, kinds.PHONE_USER, filters, per_page=100)
     return [r["username"] for r in page.rows]
 
 
@@ -71,53 +71,53 @@ def test_prefix_wildcards_are_plain_characters(rows):
 
 
 def test_exact_matching_is_the_api_reads(rows):
-    page = record_query.read(ROOT, ddis.KIND, {"number": "19"})
+    page = record_query.read(ROOT, kinds.DDI, {"number": "19"})
     assert [r["number"] for r in page.rows] == ["19"]
     assert page.total == 1
 
 
 def test_the_scope_restriction_and_the_fixed_company(app):
-    one = record_query.select_rows(ACME_ADMIN, ddis.KIND, {"number": "1"}, prefix=True)
+    one = record_query.select_rows(ACME_ADMIN, kinds.DDI, {"number": "1"}, prefix=True)
     assert one.company == "acme"  # the only company: fixed, as if filtered
     assert not one.shape.restricted and not one.empty
-    two = record_query.select_rows(TWO_ADMIN, ddis.KIND, {})
+    two = record_query.select_rows(TWO_ADMIN, kinds.DDI, {})
     assert two.company is None and two.shape.restricted
     assert two.params["visible"] == ["acme", "initech"]
-    outside = record_query.select_rows(TWO_ADMIN, ddis.KIND, {"company": "globex"})
+    outside = record_query.select_rows(TWO_ADMIN, kinds.DDI, {"company": "globex"})
     assert outside.empty
-    root = record_query.select_rows(ROOT, ddis.KIND, {"company": "globex"})
+    root = record_query.select_rows(ROOT, kinds.DDI, {"company": "globex"})
     assert root.company == "globex" and not root.shape.restricted and not root.empty
     with pytest.raises(Forbidden):
-        record_query.select_rows(NOBODY, ddis.KIND, {})
+        record_query.select_rows(NOBODY, kinds.DDI, {})
 
 
 def test_both_readers_see_only_the_principals_companies(rows):
     assert numbers(ACME_ADMIN, {}) == ["1899", "19", "1999999", "29"]
     assert numbers(TWO_ADMIN, {"number": "2"}) == ["2", "29"]
     assert numbers(ACME_ADMIN, {"company": "globex"}) == []
-    read = record_query.read(TWO_ADMIN, ddis.KIND, {})
+    read = record_query.read(TWO_ADMIN, kinds.DDI, {})
     assert [r["company"] for r in read.rows] == ["acme", "acme", "acme", "initech", "acme"]
     assert read.total == 5
-    assert record_query.read(ACME_ADMIN, ddis.KIND, {"company": "globex"}).total == 0
+    assert record_query.read(ACME_ADMIN, kinds.DDI, {"company": "globex"}).total == 0
 
 
 def test_conditions_are_built_once_per_shape(app):
-    a = record_query.select_rows(ROOT, ddis.KIND, {"number": "1", "company": "acme"}, prefix=True)
-    b = record_query.select_rows(ROOT, ddis.KIND, {"number": "2", "company": "x"}, prefix=True)
+    a = record_query.select_rows(ROOT, kinds.DDI, {"number": "1", "company": "acme"}, prefix=True)
+    b = record_query.select_rows(ROOT, kinds.DDI, {"number": "2", "company": "x"}, prefix=True)
     assert a.shape == b.shape and a.where is b.where
     assert a.params != b.params
-    c = record_query.select_rows(ROOT, ddis.KIND, {"number": "1", "company": "acme"})
+    c = record_query.select_rows(ROOT, kinds.DDI, {"number": "1", "company": "acme"})
     assert c.shape != a.shape  # exact, not prefix
 
 
 def test_get_finds_one_visible_record(rows):
     key = {"dialcode": "44", "number": "19"}
-    assert record_query.get(ACME_ADMIN, ddis.KIND, key) == {
+    assert record_query.get(ACME_ADMIN, kinds.DDI, key) == {
         **key,
         "virt_exten": "100",
         "company": "acme",
     }
-    user = record_query.get(ROOT, phone_users.KIND, {"company": "initech", "username": "ab"})
+    user = record_query.get(ROOT, kinds.PHONE_USER, {"company": "initech", "username": "ab"})
     assert user == {"username": "ab", "virt_exten": "200", "company": "initech"}
     for principal, key in (
         (ACME_ADMIN, {"dialcode": "44", "number": "1900"}),  # another company's
@@ -126,8 +126,8 @@ def test_get_finds_one_visible_record(rows):
         (ROOT, {"dialcode": "44"}),  # incomplete
     ):
         with pytest.raises(NotFound):
-            record_query.get(principal, ddis.KIND, key)
+            record_query.get(principal, kinds.DDI, key)
     with pytest.raises(NotFound):
-        record_query.get(ACME_ADMIN, phone_users.KIND, {"company": "initech", "username": "ab"})
+        record_query.get(ACME_ADMIN, kinds.PHONE_USER, {"company": "initech", "username": "ab"})
     with pytest.raises(Forbidden):
-        record_query.get(NOBODY, ddis.KIND, {"dialcode": "44", "number": "19"})
+        record_query.get(NOBODY, kinds.DDI, {"dialcode": "44", "number": "19"})

@@ -23,7 +23,7 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import HistoryInterval, RollupState
-from webapp.services import periods, reports, rollups
+from webapp.services.billing import periods, reports, rollups
 
 from .factories import rollup_rebuilt
 from .report_helpers import rollup_peaks

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.services.errors import Invalid
-from webapp.services.report_query import API, PAGE, QueryStyle, scope_from_query
+from webapp.errors import Invalid
+from webapp.services.billing.report_query import API, PAGE, QueryStyle, scope_from_query
 
 
 @pytest.mark.parametrize("style", [API, PAGE])

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from webapp.access import Principal
-from webapp.services import ddis, phone_users, reports
+from webapp.services.billing import reports
+from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR, Caller, Factory, World, add_history
 
@@ -224,12 +225,18 @@ def test_no_month_is_the_current_month_to_date(world, root, kind):
 def test_live_changes_count_today(world, root, kind):
     """Created, moved and deleted through the services today: counted today."""
     if kind == "ddi":
-        ddis.create(OPERATOR, {"dialcode": "33", "number": "1", "virt_exten": "1", "company": HOME})
-        ddis.update(OPERATOR, {"company": HOME, "number": "1"}, {"company": SECOND})
-        ddis.delete(OPERATOR, {"company": SECOND, "number": "1"})
+        crud.create(
+            OPERATOR,
+            kinds.DDI,
+            {"dialcode": "33", "number": "1", "virt_exten": "1", "company": HOME},
+        )
+        crud.update(OPERATOR, kinds.DDI, {"company": HOME, "number": "1"}, {"company": SECOND})
+        crud.delete_rows(OPERATOR, kinds.DDI, {"company": SECOND, "number": "1"})
     else:
-        phone_users.create(OPERATOR, {"username": "zed", "virt_exten": "1", "company": HOME})
-        phone_users.delete(OPERATOR, {"company": HOME, "username": "zed"})
+        crud.create(
+            OPERATOR, kinds.PHONE_USER, {"username": "zed", "virt_exten": "1", "company": HOME}
+        )
+        crud.delete_rows(OPERATOR, kinds.PHONE_USER, {"company": HOME, "username": "zed"})
     before = utc_today()
     values = values_of(call(world, root, kind, "POST", {"company": [HOME, SECOND]}))
     today = before if values[HOME]["days"] == before.day else utc_today()
@@ -275,10 +282,12 @@ def test_month_without_year_in_the_service(world, today, month, first, days):
 def test_closed_month_is_unchanged_by_later_changes(world, root, kind):
     scope = {"company": list(ALL), "month": MONTH, "year": YEAR}
     before = values_of(call(world, root, kind, "POST", scope))
-    ddis.create(OPERATOR, {"dialcode": "33", "number": "9", "virt_exten": "1", "company": HOME})
-    ddis.update(OPERATOR, {"company": HOME}, {"company": OTHER})
-    phone_users.create(OPERATOR, {"username": "zed", "virt_exten": "1", "company": HOME})
-    phone_users.delete(OPERATOR, {"company": OTHER, "username": "bob"})
+    crud.create(
+        OPERATOR, kinds.DDI, {"dialcode": "33", "number": "9", "virt_exten": "1", "company": HOME}
+    )
+    crud.update(OPERATOR, kinds.DDI, {"company": HOME}, {"company": OTHER})
+    crud.create(OPERATOR, kinds.PHONE_USER, {"username": "zed", "virt_exten": "1", "company": HOME})
+    crud.delete_rows(OPERATOR, kinds.PHONE_USER, {"company": OTHER, "username": "bob"})
     assert values_of(call(world, root, kind, "POST", scope)) == before
 
 

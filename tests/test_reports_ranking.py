@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webapp.access import Principal
+from webapp.errors import Invalid
 from webapp.extensions import db
-from webapp.services import periods, report_days, reports, rollup_sums, rollups
-from webapp.services.errors import Invalid
+from webapp.services.billing import periods, report_days, reports, rollup_sums, rollups
 
 from .factories import add_history
 from .test_report_exactness import histories, store

@@ -21,6 +21,7 @@ from sqlalchemy import delete, func, select
 from webapp.access import Principal
 from webapp.cli import history_rollup
 from webapp.database import write_clock, write_transaction
+from webapp.errors import ServiceError
 from webapp.extensions import db
 from webapp.models import (
     Account,
@@ -31,8 +32,10 @@ from webapp.models import (
     PhoneUser,
     RollupState,
 )
-from webapp.services import changes, ddis, history_import, periods, phone_users, reports, rollups
-from webapp.services.errors import ServiceError
+from webapp.services import changes
+from webapp.services.billing import periods, reports, rollups
+from webapp.services.imports import history_import
+from webapp.services.records import crud, kinds
 
 from .invariants import assert_rollup_exact
 from .report_helpers import daily_peaks, rollup_peaks
@@ -92,22 +95,29 @@ def run(op, key: int, company: str) -> None:
     ddi = {"dialcode": "44", "number": str(1000 + key), "virt_exten": "1", "company": company}
     try:
         if op == "create":
-            ddis.create(ROOT, ddi)
+            crud.create(ROOT, kinds.DDI, ddi)
         elif op == "batch":
-            ddis.create(
+            crud.create(
                 ROOT,
+                kinds.DDI,
                 [{**ddi, "number": str(2000 + key * 10 + i)} for i in range(3)],
             )
         elif op == "move":
-            ddis.update(ROOT, {"company": company}, {"company": COMPANIES[key % 3]})
+            crud.update(ROOT, kinds.DDI, {"company": company}, {"company": COMPANIES[key % 3]})
         elif op == "delete":
-            ddis.delete(ROOT, {"company": company, "number": str(1000 + key)})
+            crud.delete_rows(ROOT, kinds.DDI, {"company": company, "number": str(1000 + key)})
         elif op == "user":
-            phone_users.create(ROOT, {"company": company, "username": f"u{key}", "virt_exten": "1"})
+            crud.create(
+                ROOT,
+                kinds.PHONE_USER,
+                {"company": company, "username": f"u{key}", "virt_exten": "1"},
+            )
         elif op == "user_move":
-            phone_users.update(ROOT, {"company": company}, {"company": COMPANIES[key % 3]})
+            crud.update(
+                ROOT, kinds.PHONE_USER, {"company": company}, {"company": COMPANIES[key % 3]}
+            )
         else:
-            phone_users.delete(ROOT, {"company": company, "username": f"u{key}"})
+            crud.delete_rows(ROOT, kinds.PHONE_USER, {"company": company, "username": f"u{key}"})
     except ServiceError:
         pass  # a refused write writes nothing; the sequence goes on
 
@@ -185,7 +195,9 @@ def test_reports_compute_from_history_while_the_zone_differs(app, companies, fac
     """Kept in UTC, asked in London: the report reads the history, and a rebuild (the CLI
     command, audited) brings the rollup to London; the numbers never change."""
     fresh(app, "UTC")
-    ddis.create(ROOT, {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "alpha"})
+    crud.create(
+        ROOT, kinds.DDI, {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "alpha"}
+    )
     app.config["REPORT_TIMEZONE"] = "Europe/London"
     scope = reports.parse_scope({})
     before = reports.report(ROOT, "ddi", scope)
@@ -203,7 +215,9 @@ def test_reports_compute_from_history_while_the_zone_differs(app, companies, fac
 def test_writes_skip_an_unbuilt_rollup_and_reports_still_count(app, companies):
     with write_transaction() as session:
         session.execute(delete(RollupState))
-    ddis.create(ROOT, {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "beta"})
+    crud.create(
+        ROOT, kinds.DDI, {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "beta"}
+    )
     assert db.session.scalar(select(func.count()).select_from(DailyPeak)) == 0
     got = reports.report(ROOT, "ddi", reports.parse_scope({}))
     assert list(got["beta"]["dates"].values())[-1] == 1

@@ -21,7 +21,7 @@ from webapp.config import ConfigError
 from webapp.database import utcnow
 from webapp.extensions import db
 from webapp.models import AccountSession
-from webapp.services import accounts, signin
+from webapp.services.identity import accounts, signin
 
 from .factories import OPERATOR, snapshot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from wtforms import Form, StringField
 
-from webapp.services.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
+from webapp.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from webapp.views.forms import form_error
 
 

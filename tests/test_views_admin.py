@@ -20,10 +20,12 @@ from sqlalchemy import event, select
 
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
+from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import Account, ApiToken, AuditEntry, Company
-from webapp.services import accounts, api_tokens, audit, audit_query, companies
-from webapp.services.errors import Forbidden, Invalid
+from webapp.services import companies
+from webapp.services.history import audit, audit_query
+from webapp.services.identity import accounts, api_tokens
 
 from .factories import OPERATOR, csrf_from, snapshot
 

@@ -20,10 +20,12 @@ from sqlalchemy import delete, func, select
 
 from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.errors import Forbidden, Invalid, NotFound
 from webapp.extensions import db
 from webapp.models import Company, Ddi, PhoneUser, RollupState
-from webapp.services import companies, company_overview, ddis, periods, phone_users, reports
-from webapp.services.errors import Forbidden, Invalid, NotFound
+from webapp.services import companies, company_overview
+from webapp.services.billing import periods, reports
+from webapp.services.records import crud, ddis, kinds
 
 from .factories import OPERATOR, World, add_history
 from .invariants import assert_history_consistent
@@ -183,7 +185,7 @@ def test_the_service_answers_not_found_for_what_the_principal_may_not_see(app):
 
 
 def test_a_system_admin_sees_the_accounts_granted_on_it(world, factory):
-    from webapp.services import accounts
+    from webapp.services.identity import accounts
 
     accounts.disable(OPERATOR, "reporter")
     page = soup(world.browser("root").get("/companies/acme"))
@@ -439,12 +441,16 @@ def test_the_list_counts_are_the_records_with_or_without_the_rollup(world):
     for n in range(5):
         f.ddi("49", f"3000000{n}", GLOBEX)
         f.user(f"u{n}", INITECH)
-    ddis.delete(OPERATOR, {"dialcode": "49", "number": "30000000", "company": GLOBEX})
+    crud.delete_rows(
+        OPERATOR, kinds.DDI, {"dialcode": "49", "number": "30000000", "company": GLOBEX}
+    )
     ddis.link(
         OPERATOR, {"dialcode": "49", "number": "30000001"}, {"virt_exten": "7", "company": ACME}
     )
-    phone_users.delete(OPERATOR, {"company": INITECH, "username": "u0"})
-    phone_users.update(OPERATOR, {"company": INITECH, "username": "u1"}, {"company": ACME})
+    crud.delete_rows(OPERATOR, kinds.PHONE_USER, {"company": INITECH, "username": "u0"})
+    crud.update(
+        OPERATOR, kinds.PHONE_USER, {"company": INITECH, "username": "u1"}, {"company": ACME}
+    )
     expected = real_counts()
     assert expected[ACME] == (3, 2) and expected[GLOBEX] == (4, 0)
     assert expected[INITECH] == (0, 3)

@@ -19,9 +19,9 @@ from bs4 import BeautifulSoup
 
 from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.errors import Invalid
 from webapp.models import Ddi
-from webapp.services import ddis, listing, phone_users
-from webapp.services.errors import Invalid
+from webapp.services.records import crud, kinds, listing
 from webapp.views.forms import FIELD_LABELS
 
 from .factories import OPERATOR, World, csrf_from, snapshot
@@ -552,8 +552,9 @@ def test_paging_fifty_a_page(factory):
     factory.company(ACME)
     factory.account("root", system_admin=True)
     numbers = [f"20{i:08d}" for i in range(120)]
-    ddis.create(
+    crud.create(
         OPERATOR,
+        kinds.DDI,
         [{"dialcode": "44", "number": n, "virt_exten": "1", "company": ACME} for n in numbers],
     )
     client = factory.browser("root")
@@ -646,8 +647,10 @@ def walk_world(factory, monkeypatch, request):
     companies = {company: company.title() for company in COMPANIES}
     world = World.build(factory, companies, {role: role for role in ("root", "cadmin", "cadmin2")})
     ddi_rows, user_rows = random_records(request.param)
-    ddis.create(OPERATOR, [dict(zip(DDI_FIELDS, r, strict=True)) for r in ddi_rows])
-    phone_users.create(OPERATOR, [dict(zip(USER_FIELDS, r, strict=True)) for r in user_rows])
+    crud.create(OPERATOR, kinds.DDI, [dict(zip(DDI_FIELDS, r, strict=True)) for r in ddi_rows])
+    crud.create(
+        OPERATOR, kinds.PHONE_USER, [dict(zip(USER_FIELDS, r, strict=True)) for r in user_rows]
+    )
     return world, ddi_rows, user_rows, random.Random(request.param)
 
 
@@ -738,8 +741,12 @@ def test_paging_goes_on_from_where_it_was_when_rows_change(walk_world):
     first = soup(client.get("/ddis?sort=virt_exten&dir=asc"))
     next_url = first.find("a", rel="next")["href"]
     gone = expected[WALK_PER_PAGE - 1]
-    ddis.delete(OPERATOR, {"dialcode": gone[0], "number": gone[1], "company": gone[3]})
-    ddis.create(OPERATOR, {"dialcode": "1", "number": "1", "virt_exten": "0", "company": ACME})
+    crud.delete_rows(
+        OPERATOR, kinds.DDI, {"dialcode": gone[0], "number": gone[1], "company": gone[3]}
+    )
+    crud.create(
+        OPERATOR, kinds.DDI, {"dialcode": "1", "number": "1", "virt_exten": "0", "company": ACME}
+    )
     second = soup(client.get(next_url))
     assert table_rows(second) == expected[WALK_PER_PAGE : 2 * WALK_PER_PAGE]
     # One row fewer before it and one more: the position is counted, not remembered.
@@ -771,10 +778,10 @@ def test_bad_cursors_are_refused_by_the_service_and_ignored_by_the_pages(world):
     root = Principal.cli("test")
     for bad in (["44"], ["44", "1", "2"], "44", [44, "1"], ["44", "x" * 201], ["\ud800", "1"]):
         with pytest.raises(Invalid) as caught:
-            listing.page(root, ddis.KIND, {}, after=bad)
+            listing.page(root, kinds.DDI, {}, after=bad)
         assert "after" in caught.value.fields
     with pytest.raises(Invalid):
-        listing.page(root, ddis.KIND, {}, sort="virt_exten", before=["44", "1"])
+        listing.page(root, kinds.DDI, {}, sort="virt_exten", before=["44", "1"])
     client = world.browser("cadmin")
     assert client.get("/ddis?after=1%00&after=2").status_code == 400  # NUL: refused early
     for query in ("after=%ED%A0%80&after=1", "before=%FF&before=1", "after=44&sort=virt_exten"):

@@ -18,8 +18,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from webapp.access import Principal
-from webapp.services import periods, report_days, reports
-from webapp.services.errors import Forbidden, Invalid, NotFound
+from webapp.errors import Forbidden, Invalid, NotFound
+from webapp.services.billing import periods, report_days, reports
 
 from .factories import Factory, World, add_history
 

@@ -1,5 +1,5 @@
 """Webhook delivery in process: a real HTTP receiver on 127.0.0.1 and the real worker
-(services/delivery.py), walked through time with an injected clock."""
+(services/events/delivery.py), walked through time with an injected clock."""
 
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ from standardwebhooks.webhooks import Webhook as Verifier
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from webapp.database import utcnow
+from webapp.errors import Conflict, Invalid
 from webapp.extensions import db
 from webapp.models import EventTxn, Webhook, WebhookAttempt
-from webapp.services import ddis, delivery, events, phone_users, webhooks
-from webapp.services.errors import Conflict, Invalid
+from webapp.services.events import delivery, journal, webhooks
+from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
 
@@ -312,7 +313,7 @@ def ddi(number: str, company: str = "acme", exten: str = "100") -> dict[str, str
 
 def make_ddis(*numbers: str, company: str = "acme") -> None:
     """One transaction creating these DDIs: one event each, ids in this order."""
-    ddis.create(OPERATOR, [ddi(n, company) for n in numbers])
+    crud.create(OPERATOR, kinds.DDI, [ddi(n, company) for n in numbers])
 
 
 def last_event_id() -> int:
@@ -434,14 +435,18 @@ def test_filters_by_event_type_and_company_either_side_of_a_move(world, receiver
     make_ddis("2072000003", company="globex")
 
     def move(number: str, source: str, target: str) -> None:
-        ddis.update(OPERATOR, {"company": source, "number": number}, {"company": target})
+        crud.update(OPERATOR, kinds.DDI, {"company": source, "number": number}, {"company": target})
 
     move("2072000001", "acme", "globex")  # into globex
     move("2072000003", "globex", "initech")  # out of globex, into initech
-    ddis.update(OPERATOR, {"company": "acme", "number": "2072000002"}, {"virt_exten": "7"})
-    phone_users.create(OPERATOR, {"username": "bo", "virt_exten": "1", "company": "globex"})
-    phone_users.delete(OPERATOR, {"company": "globex", "username": "bo"})
-    ddis.delete(OPERATOR, {"company": "initech", "number": "2072000003"})
+    crud.update(
+        OPERATOR, kinds.DDI, {"company": "acme", "number": "2072000002"}, {"virt_exten": "7"}
+    )
+    crud.create(
+        OPERATOR, kinds.PHONE_USER, {"username": "bo", "virt_exten": "1", "company": "globex"}
+    )
+    crud.delete_rows(OPERATOR, kinds.PHONE_USER, {"company": "globex", "username": "bo"})
+    crud.delete_rows(OPERATOR, kinds.DDI, {"company": "initech", "number": "2072000003"})
     events = all_events(world)
     run.drain()
 
@@ -674,7 +679,7 @@ def test_a_redelivery_of_an_event_pruned_meanwhile_is_dropped(app, receiver, run
     run.clock.to(recorded_at(1) + delivery.GIVE_UP_AFTER)
     run.drain()
     webhooks.redeliver(OPERATOR, hook_id, 1)
-    assert events.prune(1, now=utcnow() + timedelta(days=2)) == 1
+    assert journal.prune(1, now=utcnow() + timedelta(days=2)) == 1
     run.drain()
     assert receiver.ids() == [1]  # not sent again: there is nothing left to send
     assert webhooks.state(hook_row(hook_id)).queued == []

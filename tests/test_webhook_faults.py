@@ -20,7 +20,8 @@ from sqlalchemy.engine import make_url
 
 from webapp.extensions import db
 from webapp.models import Webhook, WebhookAttempt
-from webapp.services import ddis, delivery, webhooks
+from webapp.services.events import delivery, webhooks
+from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
 from .test_webhook_delivery import Receiver, first_arrivals
@@ -118,8 +119,9 @@ def make_ddis(prefix: str, count: int, per_transaction: int | None = None) -> li
     ids of their events."""
     step = per_transaction or count
     for start in range(0, count, step):
-        ddis.create(
+        crud.create(
             OPERATOR,
+            kinds.DDI,
             [
                 {
                     "dialcode": "44",

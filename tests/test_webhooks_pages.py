@@ -21,7 +21,7 @@ from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, EventCounter, Webhook, WebhookAttempt, WebhookRedelivery
-from webapp.services import webhooks
+from webapp.services.events import webhooks
 
 from .factories import ACME, INITECH
 

@@ -100,7 +100,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         app.config.update(config)
     check_config(app.config)
     # Flask refuses a session cookie signed longer ago than this: the sign-in sessions' own
-    # absolute limit (services/signin.py), instead of Flask's default of 31 days.
+    # absolute limit (services/identity/signin.py), instead of Flask's default of 31 days.
     app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(hours=app.config["SESSION_MAX_HOURS"])
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
         **engine_options(app.config["SQLALCHEMY_DATABASE_URI"]),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from sqlalchemy import ColumnElement, true
 from sqlalchemy.orm import QueryableAttribute
 
-from .services.errors import Forbidden
+from .errors import Forbidden
 
 if TYPE_CHECKING:
     from .models import Account

@@ -13,8 +13,9 @@ from flask.cli import AppGroup
 from sqlalchemy.exc import SQLAlchemyError
 
 from .access import Principal
-from .services import accounts, api_tokens, companies
-from .services.errors import ServiceError, is_outage
+from .errors import ServiceError, is_outage
+from .services import companies
+from .services.identity import accounts, api_tokens
 
 
 def _operator() -> Principal:
@@ -177,7 +178,7 @@ history_cli = Group("history", help="History intervals.")
 @friendly
 def history_import(path: Path) -> None:
     """Backfill closed intervals from a CSV: kind,company,key,start,end (checked whole first)."""
-    from .services.history_import import import_csv
+    from .services.imports.history_import import import_csv
 
     try:
         content = path.read_text(encoding="utf-8-sig")
@@ -209,7 +210,7 @@ def history_import(path: Path) -> None:
 @friendly
 def history_rollup() -> None:
     """Rebuild the reports' daily rollup from the history, in REPORT_TIMEZONE."""
-    from .services import rollups
+    from .services.billing import rollups
 
     counts = rollups.build(_operator())
     rows = ", ".join(f"{n} {kind} day rows" for kind, n in counts.items())
@@ -226,7 +227,7 @@ ddis_cli = Group("ddis", help="DDIs in bulk.")
 def ddis_import(path: Path, dry_run: bool) -> None:
     """Bring DDIs to the states a CSV lists: dialcode,number,virt_exten,company (checked whole
     first; one transaction)."""
-    from .services import ddi_import
+    from .services.imports import ddi_import
 
     if not path.is_file():
         raise click.ClickException(f"{path}: no such file.")
@@ -248,7 +249,7 @@ billing_cli = Group("billing", help="Month close: freeze what was invoiced.")
 @friendly
 def billing_close(month: str) -> None:
     """Close an ended month: store both reports, every company, as they are now."""
-    from .services import month_close
+    from .services.billing import month_close
 
     close = month_close.close_month(_operator(), month_close.parse_label(month))
     click.echo(f"Closed {close.label}: version {close.version}, figures in {close.timezone}.")
@@ -260,7 +261,7 @@ def billing_close(month: str) -> None:
 @friendly
 def billing_reopen(month: str, reason: str) -> None:
     """Reopen a closed month: its reports compute from the history again."""
-    from .services import month_close
+    from .services.billing import month_close
 
     close = month_close.reopen_month(_operator(), month_close.parse_label(month), reason)
     click.echo(f"Reopened {close.label} (its close was version {close.version}).")
@@ -270,7 +271,7 @@ def billing_reopen(month: str, reason: str) -> None:
 @friendly
 def billing_status() -> None:
     """One line per closed month: version, when and by whom, companies changed since."""
-    from .services import closed_figures, month_close
+    from .services.billing import closed_figures, month_close
 
     found = month_close.status()
     if not found:

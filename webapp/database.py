@@ -23,8 +23,8 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.orm import Session
 
 from .config import ConfigError
+from .errors import Conflict
 from .extensions import db
-from .services.errors import Conflict
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.

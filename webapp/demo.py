@@ -21,8 +21,10 @@ from sqlalchemy import insert, select
 from .access import Principal
 from .database import utcnow, write_transaction
 from .models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
-from .services import accounts, audit, periods, rollups
-from .services import ddis as ddi_service
+from .services.billing import periods, rollups
+from .services.history import audit
+from .services.identity import accounts
+from .services.records import kinds
 
 COMPANIES = [
     ("acme", "Acme Telecom Ltd", 110),
@@ -191,7 +193,7 @@ def _load_records(principal: Principal) -> None:
                     users.append(
                         {"company": company, "username": username, "virt_exten": str(200 + i)}
                     )
-        session.execute(insert(Ddi), [ddi_service.stored_row(d) for d in ddis])
+        session.execute(insert(Ddi), [kinds.stored_ddi(d) for d in ddis])
         session.execute(insert(PhoneUser), users)
         session.execute(insert(HistoryInterval), history)
         # The history was written directly, not change by change: recompute the rollup.

@@ -19,7 +19,7 @@ events_cli = Group("events", help="Deliver and prune the change events.")
 @friendly
 def webhooks_create(url: str, types: tuple[str, ...], companies: tuple[str, ...]) -> None:
     """Register a webhook; its signing secret is printed alone on the last line, once."""
-    from .services import webhooks
+    from .services.events import webhooks
 
     hook, secret = webhooks.create(_operator(), url, types, companies)
     click.echo(f"Created webhook {hook.id} for {hook.url}. Signing secret (shown once):")
@@ -30,7 +30,7 @@ def webhooks_create(url: str, types: tuple[str, ...], companies: tuple[str, ...]
 @friendly
 def webhooks_list() -> None:
     """One line per webhook: id, URL, what it receives, how far its delivery is."""
-    from .services import webhooks
+    from .services.events import webhooks
 
     hooks = webhooks.listed(_operator())
     if not hooks:
@@ -52,7 +52,7 @@ def webhooks_list() -> None:
 @friendly
 def webhooks_delete(webhook_id: int) -> None:
     """Delete a webhook: nothing more is sent to it."""
-    from .services import webhooks
+    from .services.events import webhooks
 
     webhooks.delete_webhook(_operator(), webhook_id)
     click.echo(f"Deleted webhook {webhook_id}.")
@@ -75,7 +75,7 @@ def webhooks_delete(webhook_id: int) -> None:
 @friendly
 def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
     """POST the change events to the webhooks, signed, in order, until stopped (SIGTERM)."""
-    from .services import delivery
+    from .services.events import delivery
 
     # Its log lines are the app's (LOG_FORMAT, LOG_LEVEL: create_app set them up).
     if metrics_port:
@@ -99,8 +99,8 @@ def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
 @friendly
 def events_prune(days: str | None) -> None:
     """Delete the change events, and webhook attempts, older than the retention."""
-    from .services import events
+    from .services.events import journal
 
-    kept = events.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
-    deleted = events.prune(kept)
+    kept = journal.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
+    deleted = journal.prune(kept)
     click.echo(f"Deleted {deleted} events older than {kept} days.")

@@ -98,7 +98,7 @@ class Account(UserMixin, Model):
     # Bumped on disable and password change: sessions carry it, so old ones stop working at once.
     session_epoch: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    # The last successful password sign-in (services/signin.py); API token use does not count.
+    # The last successful password sign-in (services/identity/signin.py); API token use does not count.
     last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime)
 
     admin_of: Mapped[list[Company]] = relationship(
@@ -114,7 +114,7 @@ class Account(UserMixin, Model):
         return self.active
 
     # Not a column: the key of the sign-in session (account_sessions) this object was signed in
-    # with or loaded for by the session cookie; None otherwise (services/signin.py).
+    # with or loaded for by the session cookie; None otherwise (services/identity/signin.py).
     if TYPE_CHECKING:
         session_key: str | None
     else:
@@ -122,14 +122,14 @@ class Account(UserMixin, Model):
 
     def get_id(self) -> str:
         """What flask-login keeps in the session cookie: the account, its session epoch and the
-        key of its sign-in session (services/signin.py checks all three on every request)."""
+        key of its sign-in session (services/identity/signin.py checks all three on every request)."""
         return f"{self.id}:{self.session_epoch}:{self.session_key or ''}"
 
 
 class AccountSession(Model):
     """One sign-in of an account in a browser: the session cookie names it by a random key of
     which only the SHA-256 is stored here. Ended by signing out, or refused once idle or old
-    beyond the configured limits (services/signin.py)."""
+    beyond the configured limits (services/identity/signin.py)."""
 
     __tablename__ = "account_sessions"
 
@@ -264,7 +264,7 @@ class DailyPeak(Model):
     `peak` is the most records active at once that day, `level` how many are active at its end,
     and `last_at` the instant of its last event. A day without a row has no events: its level
     all day, and so its peak, is the `level` of the company's latest earlier row (0 if none).
-    Kept in the same transaction as each change (services/rollups.py); days are local days in
+    Kept in the same transaction as each change (services/billing/rollups.py); days are local days in
     the time zone RollupState names.
     """
 
@@ -284,7 +284,7 @@ class DailyPeak(Model):
 
 class RollupDay(Model):
     """Per (kind, local day) with rollup rows, what those rows change in the sum over every
-    company (services/rollup_sums.py).
+    company (services/billing/rollup_sums.py).
 
     For each daily_peaks row of the day, with `carried` the level of its company's previous row
     (0 if none): `rise` sums peak - carried and `change` sums level - carried. So the sum of
@@ -304,7 +304,7 @@ class RollupDay(Model):
 
 class RollupMonth(Model):
     """Per (kind, calendar month, company) with rollup rows in the month, the company's month
-    total so far (services/rollup_sums.py).
+    total so far (services/billing/rollup_sums.py).
 
     `through` is the sum of the company's daily peaks from the month's first day to `last_day`,
     the day of its last row in the month, whose end level is `level`; every later day of the
@@ -344,7 +344,7 @@ class AuditEntry(Model):
 
     __tablename__ = "audit_log"
     # Each page of /audit is a few ranges of these indexes in (at, id) order, newest first
-    # (services/audit_query.py): the whole log, one company's own entries or its moves away,
+    # (services/history/audit_query.py): the whole log, one company's own entries or its moves away,
     # one actor's, one target's (migration 0010).
     __table_args__ = (
         Index("ix_audit_log_at", "at", "id"),
@@ -362,7 +362,7 @@ class AuditEntry(Model):
     target: Mapped[str] = mapped_column(String(200))
     company: Mapped[str | None] = mapped_column(String(64))
     # The company a record left when the entry is a move (company changed): the entry is in
-    # the audit of both companies (services/audit.py). NULL for everything else.
+    # the audit of both companies (services/history/audit.py). NULL for everything else.
     other_company: Mapped[str | None] = mapped_column(String(64))
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
@@ -372,13 +372,13 @@ class AuditEntry(Model):
     request_id: Mapped[str | None] = mapped_column(String(64))
 
 
-# The two kinds of record the record services serve (services/records.py, Kind.model).
+# The two kinds of record the record services serve (services/records/crud.py, Kind.model).
 Record = Ddi | PhoneUser
 RecordModel = type[Ddi] | type[PhoneUser]
 
 
 class ImportPreview(Model):
-    """An uploaded DDI import waiting for its confirmation (services/import_previews.py).
+    """An uploaded DDI import waiting for its confirmation (services/imports/import_previews.py).
 
     The file is kept here, not on the web server's disk, so the confirmation may reach any
     worker or host. `fingerprint` is the plan the account was last shown: confirming applies
@@ -397,7 +397,7 @@ class ImportPreview(Model):
 
 
 class MonthClose(Model):
-    """One close of a report month (services/month_close.py): the month is closed while its
+    """One close of a report month (services/billing/month_close.py): the month is closed while its
     latest close has no `reopened_at`. Each close of a month is a new row, `version` 1, 2, …;
     the unique (year, month, version) lets only one of several concurrent closes win.
 
@@ -444,7 +444,7 @@ class ClosedFigures(Model):
 
 
 class EventCounter(Model):
-    """One row: the id of the last event committed (services/events.py). Taken with an UPDATE
+    """One row: the id of the last event committed (services/events/journal.py). Taken with an UPDATE
     as the last statement of a transaction that records events, so ids follow commit order."""
 
     __tablename__ = "event_counter"
@@ -508,7 +508,7 @@ class Event(Model):
 
 
 class Webhook(Model):
-    """A receiver of events (services/webhooks.py, services/delivery.py).
+    """A receiver of events (services/events/webhooks.py, services/events/delivery.py).
 
     `cursor`: the id of the last event handled (delivered or given up); events after it that
     match `event_types` and `companies` (comma lists; NULL: all) are still to deliver, in order.

@@ -12,14 +12,14 @@ from .access import Principal
 from .extensions import login_manager
 from .models import Account
 from .observability.context import note_account
-from .services import api_tokens, signin
+from .services.identity import api_tokens, signin
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @login_manager.user_loader
 def _load_user(session_id: str) -> Account | None:
-    # The account and its sign-in session, checked in one query (services/signin.py).
+    # The account and its sign-in session, checked in one query (services/identity/signin.py).
     return signin.session_account(session_id)
 
 

@@ -6,7 +6,7 @@ Create Date: 2026-11-23 17:20:00
 
 `audit_log.other_company` holds the company a DDI or phone user moved away from (an update or
 link that changed its company; `company` is the one it moved to), indexed, so the audit log of
-either company finds the entry (services/audit.py). Existing moves are backfilled from their
+either company finds the entry (services/history/audit.py). Existing moves are backfilled from their
 before/after JSON: one pass over the update and link entries, in SQL.
 """
 

@@ -6,7 +6,7 @@ Create Date: 2026-11-23 20:10:00
 
 The report page for every company ranked companies by month total and summed each day over
 all of them by reading every daily_peaks row of the month (175,000 at 10,000 companies: over
-half a second). rollup_days and rollup_months (services/rollup_sums.py) keep those sums as
+half a second). rollup_days and rollup_months (services/billing/rollup_sums.py) keep those sums as
 the rollup changes; this migration derives them from the daily_peaks already there, in one
 pass in company and day order (the derivation is written out here, frozen, so later changes
 to the app cannot change what this migration did).

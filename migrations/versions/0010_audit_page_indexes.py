@@ -7,7 +7,7 @@ Create Date: 2026-11-23 20:40:00
 A provider's audit log holds millions of entries. /audit read a page as an offset into every
 matching entry and counted them all, and its target filter was a substring scan of the whole
 log (5 s at 3 million entries). The page is now a few ranges in (at, id) order, newest first
-(services/audit_query.py): of the whole log, of one company's entries or of its moves away, of
+(services/history/audit_query.py): of the whole log, of one company's entries or of its moves away, of
 one actor's, of one target's. Each range needs an index ending in (at, id); the company and
 other_company indexes become such indexes, and the time index gains the id that breaks ties.
 """

@@ -10,7 +10,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from webapp.services import accounts, companies
+from webapp.services import companies
+from webapp.services.identity import accounts
 
 from ..factories import OPERATOR
 from .conftest import wait_for_htmx

@@ -9,7 +9,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from webapp.access import Principal
-from webapp.services import ddi_import, ddis
+from webapp.services.imports import ddi_import
+from webapp.services.records import crud, kinds
 
 from ..test_ddi_import import stored
 
@@ -66,8 +67,11 @@ def test_a_change_by_someone_else_between_preview_and_confirm(
     expect(page.locator("#samples-updated")).to_contain_text("102 · acme")
 
     # Someone else changes the same DDI while the preview is on screen.
-    ddis.update(
-        Principal.cli("other"), {"company": "acme", "number": "2070000002"}, {"virt_exten": "777"}
+    crud.update(
+        Principal.cli("other"),
+        kinds.DDI,
+        {"company": "acme", "number": "2070000002"},
+        {"virt_exten": "777"},
     )
 
     page.get_by_role("button", name="Apply 1 change").click()

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from webapp.services import ddis
+from webapp.services.records import crud, kinds
 
 from ..factories import OPERATOR
 from .conftest import wait_for_htmx
@@ -28,8 +28,9 @@ def test_an_htmx_edit_on_page_two_comes_back_to_page_two(live_server, factory, p
     factory.account("root", system_admin=True)
     factory.company("acme")
     factory.company("globex")
-    ddis.create(
+    crud.create(
         OPERATOR,
+        kinds.DDI,
         [
             {"dialcode": "44", "number": f"2070000{n:03d}", "virt_exten": "1", "company": "acme"}
             for n in range(120)

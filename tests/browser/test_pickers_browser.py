@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from webapp.extensions import db
 from webapp.models import Account
-from webapp.services import accounts
+from webapp.services.identity import accounts
 
 from .conftest import wait_for_htmx
 

@@ -46,7 +46,7 @@ def axe_violations(page: Page) -> list[str]:
 
 
 def fail_event(webhook_id: int, event_id: int) -> None:
-    """What the worker leaves after giving an event up (services/delivery.py)."""
+    """What the worker leaves after giving an event up (services/events/delivery.py)."""
     with write_transaction() as session:
         session.add(
             WebhookAttempt(

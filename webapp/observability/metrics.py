@@ -71,7 +71,7 @@ POOL_SIZE = Gauge(
 )
 REPORT_SECONDS = Histogram(
     "telephony_report_duration_seconds",
-    "Time to compute a billing report (services/reports.py), by kind (ddi, user) and entry "
+    "Time to compute a billing report (services/billing/reports.py), by kind (ddi, user) and entry "
     "point (answer: the API; ranking, rows: the pages and downloads; peaks: company pages).",
     ["kind", "entry"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
@@ -241,13 +241,13 @@ def _backlog() -> Iterator[Metric]:
     cursor (an upper bound: events its filters leave out count too, until it passes them).
     Two small queries: the event counter's one row, and the webhooks' cursors. With the
     database unavailable, nothing (one log line): the other metrics matter most then."""
+    from ..errors import is_outage, outage_reason
     from ..extensions import db
     from ..models import Webhook
-    from ..services import events
-    from ..services.errors import is_outage, outage_reason
+    from ..services.events import journal
 
     try:
-        newest = events.newest()
+        newest = journal.newest()
         rows = db.session.execute(select(Webhook.id, Webhook.cursor, Webhook.head_attempts)).all()
     except SQLAlchemyError as exc:
         db.session.rollback()

@@ -19,13 +19,7 @@ from limits.errors import StorageError
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from ..services.errors import (
-    ERROR_CODES,
-    RETRY_AFTER_SECONDS,
-    ServiceError,
-    is_outage,
-    outage_reason,
-)
+from ..errors import ERROR_CODES, RETRY_AFTER_SECONDS, ServiceError, is_outage, outage_reason
 from . import bp
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Response, jsonify
 
-from ..services import event_feed
+from ..services.events import feed
 from . import bp
 from .ops import json_body, require_principal
 
@@ -13,8 +13,8 @@ from .ops import json_body, require_principal
 @bp.post("/events/read")
 def read_events() -> Response:
     principal = require_principal()
-    query = event_feed.parse(json_body())
-    feed = event_feed.read(principal, query)
+    query = feed.parse(json_body())
+    page = feed.read(principal, query)
     return jsonify(
-        {"result": "success", "values": feed.values, "numrows": len(feed.values), "last": feed.last}
+        {"result": "success", "values": page.values, "numrows": len(page.values), "last": page.last}
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import jsonify, request
 
-from ..services import ddi_import
-from ..services.errors import Invalid, TooLarge, UnsupportedMedia
+from ..errors import Invalid, TooLarge, UnsupportedMedia
+from ..services.imports import ddi_import
 from . import bp
 from .ops import require_principal
 

@@ -14,9 +14,9 @@ from importlib.metadata import PackageNotFoundError, version
 from flask import Response, current_app, jsonify
 from sqlalchemy import text
 
+from ..errors import is_outage, outage_reason
 from ..extensions import db, limiter
 from ..request_auth import act_for_nobody
-from ..services.errors import is_outage, outage_reason
 from . import bp
 
 log = logging.getLogger(__name__)

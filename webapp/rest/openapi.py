@@ -22,16 +22,19 @@ from typing import Any
 
 from flask import current_app, jsonify, request
 
-from ..services import ddis, event_feed, events, month_close, periods, record_query, records
-from ..services.errors import ERROR_CODES, RETRY_AFTER_SECONDS
+from ..errors import ERROR_CODES, RETRY_AFTER_SECONDS
+from ..services.billing import month_close, periods
+from ..services.billing.reports import ANSWER_KEYS as REPORT_TOTALS
+from ..services.billing.reports import MIN_YEAR
+from ..services.events import feed, journal
 from ..services.fields import FORMATS, MAX_DDI_DIGITS, Part
-from ..services.reports import ANSWER_KEYS as REPORT_TOTALS
-from ..services.reports import MIN_YEAR
+from ..services.records import crud, ddis, record_query
+from ..services.records.kinds import KINDS, Kind
 from . import bp
 from .errors import MESSAGES
 from .imports import DRY_RUN
 from .meta import API_LABEL, package_version
-from .ops import SERVICES, TOP_LEVEL
+from .ops import TOP_LEVEL
 
 ERRORS = ERROR_CODES
 
@@ -221,7 +224,7 @@ class Builder:
                 "examples": [FIELD_EXAMPLES[field]],
             }
 
-    def record_schemas(self, kinds: dict[str, records.Kind]) -> None:
+    def record_schemas(self, kinds: dict[str, Kind]) -> None:
         """Per record type: the record, the read filter, the scope of an update or delete,
         and the request bodies of create, read, update and delete."""
         changes = next(iter(kinds.values())).update_part
@@ -325,7 +328,7 @@ class Builder:
             "additionalProperties": False,
         }
 
-    def _record_requests(self, name: str, kind: records.Kind) -> None:
+    def _record_requests(self, name: str, kind: Kind) -> None:
         schema, label = KIND_SCHEMAS[name], KIND_LABELS[name]
         self.schemas[f"Create{schema}Request"] = self._body(
             "create",
@@ -338,10 +341,10 @@ class Builder:
                             "type": "array",
                             "items": _ref(schema),
                             "minItems": 1,
-                            "maxItems": records.MAX_BATCH,
+                            "maxItems": crud.MAX_BATCH,
                         },
                     ],
-                    "description": f"One record, or up to {records.MAX_BATCH:,} created all "
+                    "description": f"One record, or up to {crud.MAX_BATCH:,} created all "
                     "or nothing.",
                 }
             },
@@ -635,7 +638,7 @@ class Builder:
             "additionalProperties": {"type": ["string", "null"]},
         }
         self.schemas["EventType"] = {
-            "enum": list(events.TYPES),
+            "enum": list(journal.TYPES),
             "description": "What happened to which kind of record.",
         }
         self.schemas["Event"] = {
@@ -677,7 +680,7 @@ class Builder:
                     {
                         "type": "integer",
                         "minimum": 0,
-                        "maximum": event_feed.MAX_ID,
+                        "maximum": feed.MAX_ID,
                         "description": "The last id already read (default 0).",
                     }
                 ),
@@ -685,15 +688,15 @@ class Builder:
                     {
                         "type": "integer",
                         "minimum": 1,
-                        "maximum": event_feed.MAX_LIMIT,
-                        "default": event_feed.DEFAULT_LIMIT,
+                        "maximum": feed.MAX_LIMIT,
+                        "default": feed.DEFAULT_LIMIT,
                     }
                 ),
                 "wait": _or_null(
                     {
                         "type": "number",
                         "minimum": 0,
-                        "maximum": event_feed.MAX_WAIT,
+                        "maximum": feed.MAX_WAIT,
                         "description": "Seconds to wait for an event when none is there yet.",
                     }
                 ),
@@ -888,7 +891,7 @@ RECORD_OPERATIONS = {
         "createRecords",
         "Create DDIs or phone users",
         "System-Admin; phone users also their Company-Admin. `values` is one record or an "
-        f"array of up to {records.MAX_BATCH:,} created all or nothing: a duplicate anywhere is a "
+        f"array of up to {crud.MAX_BATCH:,} created all or nothing: a duplicate anywhere is a "
         "409 and nothing is created.",
     ),
     "read": (
@@ -918,7 +921,7 @@ RECORD_OPERATIONS = {
 }
 
 
-def _record_paths(b: Builder, kinds: dict[str, records.Kind]) -> None:
+def _record_paths(b: Builder, kinds: dict[str, Kind]) -> None:
     ddi, user = EXAMPLE_RECORDS["ddi"], EXAMPLE_RECORDS["user"]
     bodies: dict[str, dict[str, Any]] = {
         "create": {
@@ -1136,7 +1139,7 @@ def _event_paths(b: Builder) -> None:
         "events",
         "The change events after an id, in id order",
         "System-Admin; a Company-Admin reads its companies' events. With none after `after` "
-        f"yet, the answer waits up to `wait` seconds (at most {event_feed.MAX_WAIT}) for one.",
+        f"yet, the answer waits up to `wait` seconds (at most {feed.MAX_WAIT}) for one.",
         "Events",
         {
             "result": "success",
@@ -1313,9 +1316,9 @@ def document(today: date, server: str) -> dict[str, Any]:
     `year` without `month` in a query string, a company that must exist); each operation has
     an operationId, one tag, a summary and an example of its request and answer; every body
     and answer schema is a named component."""
-    kinds = {name: service.KIND for name, service in SERVICES.items()}
     b = Builder(today)
     b.fields()
+    kinds = KINDS
     b.record_schemas(kinds)
     b.report_schemas()
     b.month_close_schemas()

@@ -9,12 +9,12 @@ from flask import current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from ..access import Principal
+from ..errors import Invalid, Unauthorized
 from ..request_auth import api_principal
-from ..services import ddis, phone_users
-from ..services.errors import Invalid, Unauthorized
+from ..services.records import crud, ddis, record_query
+from ..services.records.kinds import KINDS, Kind
 from . import bp
 
-SERVICES = {"ddi": ddis, "user": phone_users}
 # Routes take strict_slashes=False: scripts write /rest/ops/read and /rest/ops/read/ alike, and
 # a redirect would answer with HTML.
 
@@ -86,30 +86,31 @@ def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str
     return kind
 
 
-def _op(op: str, types: tuple[str, ...] = ("ddi", "user")):
+def _op(op: str, types: tuple[str, ...] = ("ddi", "user")) -> tuple[Principal, dict, Kind]:
     principal = require_principal()
     body = json_body()
-    service = SERVICES[parse_envelope(op, body, types)]
-    return principal, body, service
+    kind = KINDS[parse_envelope(op, body, types)]
+    return principal, body, kind
 
 
 @bp.post("/ops/create/", strict_slashes=False)
 def create():
-    principal, body, service = _op("create")
-    return _success(numrows=service.create(principal, body.get("values")))
+    principal, body, kind = _op("create")
+    return _success(numrows=crud.create(principal, kind, body.get("values")))
 
 
 @bp.post("/ops/read/", strict_slashes=False)
 def read():
-    principal, body, service = _op("read")
-    page = service.read(principal, body.get("scope"), body.get("limit"), body.get("offset"))
+    principal, body, kind = _op("read")
+    scope, limit, offset = body.get("scope"), body.get("limit"), body.get("offset")
+    page = record_query.read(principal, kind, scope, limit, offset)
     return _success(values=page.rows, numrows=len(page.rows), total=page.total)
 
 
 @bp.post("/ops/update/", strict_slashes=False)
 def update():
-    principal, body, service = _op("update")
-    return _success(numrows=service.update(principal, body.get("scope"), body.get("values")))
+    principal, body, kind = _op("update")
+    return _success(numrows=crud.update(principal, kind, body.get("scope"), body.get("values")))
 
 
 @bp.post("/ops/link/", strict_slashes=False)
@@ -120,8 +121,8 @@ def link():
 
 @bp.post("/ops/delete/", strict_slashes=False)
 def delete():
-    principal, body, service = _op("delete")
-    return _success(numrows=service.delete(principal, body.get("scope")))
+    principal, body, kind = _op("delete")
+    return _success(numrows=crud.delete_rows(principal, kind, body.get("scope")))
 
 
 def _success(**fields: Any):

@@ -1,9 +1,10 @@
 """The change path: the one place where a change to DDIs or phone users reaches the history, the
 daily rollup, the audit log and the change events.
 
-Create, update, link and delete (records.py) and the history import (history_import.py) all
-call `write`; nothing else writes history intervals or daily peaks (the full rollup rebuild,
-rollups.build, recomputes them from the history). tests/test_changes.py checks that.
+Create, update, link and delete (records/crud.py), the bulk actions, the DDI import and the
+history import (imports/) all call `write` or `write_chunks`; nothing else writes history
+intervals or daily peaks (the full rollup rebuild, rollups.build, recomputes them from the
+history). tests/test_changes.py checks that.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from sqlalchemy.orm import Session
 
 from ..access import Principal
 from ..database import write_clock
-from . import audit, events, history, rollups
-from .history import ClosedInterval
+from .billing import rollups
+from .events import journal
+from .history import audit, intervals
+from .history.intervals import ClosedInterval
 
 Member = tuple[str, str]  # (company, key): one record as the history names it
 
@@ -89,7 +92,7 @@ def write(
        twice); `closed` intervals added as imported.
     5. Audit: one entry per AuditData, stamped `now` and by `principal`, in the same
        transaction, so it commits or rolls back with the change. Events: one per AuditData
-       that changes a DDI or phone user (events.record), in the same transaction too; their
+       that changes a DDI or phone user (journal.record), in the same transaction too; their
        ids are given at its commit.
     6. Rollup: the daily peaks of the companies changed, after the intervals they are
        computed from (rollups.record_changes, or for imports rollups.rebuild_from from each
@@ -131,7 +134,7 @@ def write_chunks(
     once, at the one instant."""
     # 1. Lock
     if lock.history:
-        history.lock_table(session)
+        intervals.lock_table(session)
     rollups.lock_companies(session, lock.companies)
     # 2. Clock
     now = write_clock(session)
@@ -141,12 +144,12 @@ def write_chunks(
     for change in steps(now):
         # 4. Intervals
         if kind is not None:
-            history.close_intervals(session, kind, change.ends, now)
-            history.open_intervals(session, kind, change.starts, now)
-        history.add_closed(session, change.closed)
+            intervals.close_intervals(session, kind, change.ends, now)
+            intervals.open_intervals(session, kind, change.starts, now)
+        intervals.add_closed(session, change.closed)
         # 5. Audit
         audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
-        events.record(session, principal, now, change.audit)
+        journal.record(session, principal, now, change.audit)
         tally.starts.update(c for c, _ in change.starts)
         tally.ends.update(c for c, _ in change.ends)
         tally.audited += len(change.audit)

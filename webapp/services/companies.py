@@ -10,12 +10,14 @@ from sqlalchemy.exc import IntegrityError
 
 from ..access import CompanyScope, Principal, within
 from ..database import write_transaction
+from ..errors import Conflict, Invalid, NotFound
 from ..extensions import db
 from ..models import Company, DailyPeak, Ddi, PhoneUser
-from . import audit, paging, rollups
-from .errors import Conflict, Invalid, NotFound
+from . import paging
+from .billing import rollups
 from .fields import check_format
-from .record_query import on_postgresql, upper_bound
+from .history import audit
+from .records.record_query import on_postgresql, upper_bound
 
 MAX_NAME = 200
 

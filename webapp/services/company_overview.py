@@ -17,6 +17,7 @@ from flask import current_app
 from sqlalchemy import func, select
 
 from ..access import Principal
+from ..errors import NotFound
 from ..extensions import db
 from ..models import (
     Account,
@@ -26,8 +27,7 @@ from ..models import (
     account_admin_companies,
     account_reporting_companies,
 )
-from . import periods, reports
-from .errors import NotFound
+from .billing import periods, reports
 
 MONTHS = 12
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Invalid
+from ..errors import Invalid
 
 # fullmatch + explicit [0-9]: `\d` would admit other scripts' digits and `$` a trailing newline.
 FORMATS: dict[str, tuple[re.Pattern[str], str]] = {

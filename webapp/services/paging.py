@@ -5,7 +5,7 @@ keyset instead (listing.py)."""
 
 from __future__ import annotations
 
-from .errors import Invalid
+from ..errors import Invalid
 
 MAX_SEARCH = 200  # longer than any identifier, username or company name
 MAX_PAGE = 999_999

@@ -11,9 +11,9 @@ from flask_login import login_required, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 
+from ..errors import ServiceError
 from ..security import NO_STORE
-from ..services import accounts, api_tokens, signin
-from ..services.errors import ServiceError
+from ..services.identity import accounts, api_tokens, signin
 from .common import principal
 from .forms import ConfirmForm, form_error
 

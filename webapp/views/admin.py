@@ -18,9 +18,10 @@ from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
+from ..errors import Invalid, NotFound, ServiceError
 from ..security import NO_STORE
-from ..services import accounts, api_tokens, companies, signin
-from ..services.errors import Invalid, NotFound, ServiceError
+from ..services import companies
+from ..services.identity import accounts, api_tokens, signin
 from . import pickers
 from .common import is_htmx, page_args, principal
 from .forms import ConfirmForm, form_error

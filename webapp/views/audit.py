@@ -18,8 +18,8 @@ from flask_login import login_required
 from wtforms import Form, StringField
 
 from ..access import Principal
-from ..services import audit, audit_query
-from ..services.errors import Invalid, ServiceError
+from ..errors import Invalid, ServiceError
+from ..services.history import audit, audit_query
 from . import pickers
 from .audit_values import changes, changes_text
 from .common import is_htmx, page_args, principal

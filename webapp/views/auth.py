@@ -13,7 +13,7 @@ from wtforms.validators import InputRequired, Length
 
 from ..extensions import login_manager
 from ..security import record_sign_in_failure, sign_in_blocked
-from ..services import signin
+from ..services.identity import signin
 from .errors import error_page
 
 bp = Blueprint("auth", __name__)

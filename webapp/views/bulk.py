@@ -1,6 +1,6 @@
 """Bulk actions from the DDI and phone-user lists: the list's bulk form posts here, this page
 states how many records the action will change, and its Confirm applies it
-(services/bulk.py decides everything)."""
+(services/records/bulk.py decides everything)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 
-from ..services import bulk
-from ..services.errors import ServiceError
+from ..errors import ServiceError
+from ..services.records import bulk
 from . import pickers
 from .common import principal
 from .forms import ConfirmForm

@@ -1,12 +1,12 @@
 """A DDI's own page, /ddis/<dialcode>/<number>: its values, history and audit entries
-(services/ddi_timeline.py decides what the account may see)."""
+(services/records/ddi_timeline.py decides what the account may see)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, render_template
 from flask_login import login_required
 
-from ..services import ddi_timeline, ddis, records
+from ..services.records import crud, ddi_timeline, kinds
 from .audit_values import changes
 from .common import principal
 
@@ -22,6 +22,6 @@ def show(dialcode: str, number: str):
         "records/ddi.html",
         t=timeline,
         keys={"dialcode": dialcode, "number": number},
-        may_delete=records.may_create_delete(me, ddis.KIND),
+        may_delete=crud.may_create_delete(me, kinds.DDI),
         changes=changes,
     )

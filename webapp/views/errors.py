@@ -18,8 +18,8 @@ from limits.errors import StorageError
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from ..errors import RETRY_AFTER_SECONDS, ServiceError, is_outage, outage_reason
 from ..request_auth import act_for_nobody
-from ..services.errors import RETRY_AFTER_SECONDS, ServiceError, is_outage, outage_reason
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from flask_wtf import FlaskForm
 from wtforms import Form
 
-from ..services.errors import ServiceError
+from ..errors import ServiceError
 
 # How pages name the record fields (list headings, filters); templates see it as field_labels.
 FIELD_LABELS: dict[str, str] = {

@@ -1,6 +1,6 @@
 """The DDI import page, /ddis/import: upload, preview, confirm (docs/import.md).
 
-The services decide everything (services/ddi_import.py, services/import_previews.py); this
+The services decide everything (services/imports/ddi_import.py, services/imports/import_previews.py); this
 module reads the upload within its own size limit and renders the plan.
 """
 
@@ -12,9 +12,9 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from ..errors import ServiceError
 from ..extensions import csrf
-from ..services import ddi_import, import_previews
-from ..services.errors import ServiceError
+from ..services.imports import ddi_import, import_previews
 from .common import principal
 from .forms import ConfirmForm
 

@@ -1,7 +1,7 @@
 """Month close pages (docs/month-close.md, docs/pages.md#month-close): the months and their
 state, Close after a confirmation, Reopen with a reason, and the changes since a close.
 
-Every decision is the services' (services/month_close.py): who may close or reopen, which
+Every decision is the services' (services/billing/month_close.py): who may close or reopen, which
 months may be closed, what changed. These views parse the address, render, and redirect.
 """
 
@@ -17,8 +17,8 @@ from flask_wtf import FlaskForm
 from wtforms import TextAreaField
 
 from ..access import Principal
-from ..services import month_close, reports
-from ..services.errors import Conflict, Invalid, ServiceError
+from ..errors import Conflict, Invalid, ServiceError
+from ..services.billing import month_close, reports
 from .auth import safe_next
 from .common import is_htmx, principal
 from .forms import ConfirmForm, apply_field_errors

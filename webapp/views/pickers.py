@@ -18,9 +18,9 @@ from flask_login import login_required
 from werkzeug.datastructures import MultiDict
 
 from ..access import Principal
+from ..errors import Invalid
 from ..models import Company
 from ..services import companies
-from ..services.errors import Invalid
 from .common import principal
 
 bp = Blueprint("pickers", __name__)

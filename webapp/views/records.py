@@ -11,7 +11,6 @@ import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -36,9 +35,9 @@ from wtforms import RadioField, StringField
 from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
-from ..services import bulk, ddis, landing, listing, phone_users, record_query, records
-from ..services.errors import Invalid, ServiceError
+from ..errors import Invalid, ServiceError
 from ..services.fields import Part, parse_part
+from ..services.records import bulk, crud, ddis, kinds, landing, listing, record_query
 from . import pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise
@@ -60,8 +59,7 @@ class Screen:
     name: str  # ddi | user: endpoint prefix
     plural: str  # ddis | users: list endpoint and URL
     title: str
-    service: ModuleType
-    kind: records.Kind
+    kind: kinds.Kind
     url_keys: tuple[str, ...]  # what names one record in its URL
     search: bool = False  # whether the list has the number search (`q`)
 
@@ -70,13 +68,11 @@ class Screen:
 
     def label_of(self, row: dict[str, str]) -> str:
         """How messages name a record: '44:2071234567', 'acme/ana.kim'."""
-        return self.kind.key_label(records.Row(row))
+        return self.kind.key_label(crud.Row(row))
 
 
-DDI = Screen("ddi", "ddis", "DDIs", ddis, ddis.KIND, ("dialcode", "number"), search=True)
-USER = Screen(
-    "user", "users", "Phone users", phone_users, phone_users.KIND, ("company", "username")
-)
+DDI = Screen("ddi", "ddis", "DDIs", kinds.DDI, ("dialcode", "number"), search=True)
+USER = Screen("user", "users", "Phone users", kinds.PHONE_USER, ("company", "username"))
 
 
 class RecordForm(FlaskForm):
@@ -209,7 +205,7 @@ def _list(screen: Screen):
         "state": state,
         "error": error,
         "per_page": PER_PAGE,
-        "may_create": records.may_create_delete(p, screen.kind),
+        "may_create": crud.may_create_delete(p, screen.kind),
         "may_bulk": bulk.may_move(p),
         "may_bulk_delete": bulk.may_delete(p),
         "company_picked": picked,
@@ -445,7 +441,7 @@ def _render_form(screen: Screen, form: RecordForm, action: str, record=None, sta
 
 def _create(screen: Screen):
     p = principal()
-    records.require_create_delete(p, screen.kind, "create")
+    crud.require_create_delete(p, screen.kind, "create")
     form = _form(p, screen, screen.kind.fields)
     if request.method == "POST" and form.validate_on_submit():
         if not _picked_company(p, form, screen.kind.fields):
@@ -461,7 +457,7 @@ def _create(screen: Screen):
                     f"{screen.label_of(block.last)}."
                 )
             else:
-                screen.service.create(p, values)
+                crud.create(p, screen.kind, values)
                 message = f"Created {screen.kind.label} {screen.label_of(values)}."
         except ServiceError as exc:
             status = form_error(form, exc, on_form=(400, 404, 409), status=400)
@@ -497,7 +493,7 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
                 changed = 1
             else:
                 scope = {**screen.keys_of(record), "company": record["company"]}
-                changed = screen.service.update(p, scope, values)
+                changed = crud.update(p, screen.kind, scope, values)
         except ServiceError as exc:
             status = form_error(form, exc, on_form=(400, 409), status=400)
             return _render_form(screen, form, action, record, status=status)
@@ -513,10 +509,10 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
 def _delete(screen: Screen, keys: dict[str, str]):
     p = principal()
     record = _find(p, screen, keys)
-    records.require_create_delete(p, screen.kind, "delete")
+    crud.require_create_delete(p, screen.kind, "delete")
     form = FlaskForm()
     if request.method == "POST" and form.validate_on_submit():
-        screen.service.delete(p, {**screen.keys_of(record), "company": record["company"]})
+        crud.delete_rows(p, screen.kind, {**screen.keys_of(record), "company": record["company"]})
         message = f"Deleted {screen.kind.label} {screen.label_of(record)}."
         return _done(screen, message, _back_state(screen))
     template = "records/_delete.html" if is_htmx() else "records/delete.html"

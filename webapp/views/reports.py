@@ -31,8 +31,8 @@ from flask import (
 from flask_login import login_required
 
 from ..access import Principal
-from ..services import periods, report_days, report_query, reports
-from ..services.errors import Invalid
+from ..errors import Invalid
+from ..services.billing import periods, report_days, report_query, reports
 from . import months, pickers
 from .common import is_htmx, principal
 from .csv_safe import neutralise

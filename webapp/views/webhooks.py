@@ -2,7 +2,7 @@
 (docs/pages.md#webhooks, docs/events.md#webhooks).
 
 Every rule (who may, what is a valid URL, event type or company, what may be redelivered) is
-services/webhooks.py's; these views parse the forms, call it and render. The signing secret is
+services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret is
 shown once, in the answer to the POST that created the webhook (never in a flash cookie, never
 on a later page), marked not to be cached.
 """
@@ -22,11 +22,11 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from ..access import Principal
+from ..errors import ServiceError
 from ..models import Webhook, WebhookAttempt
 from ..security import NO_STORE
-from ..services import webhooks
-from ..services.errors import ServiceError
-from ..services.events import TYPES
+from ..services.events import webhooks
+from ..services.events.journal import TYPES
 from .common import principal
 from .forms import FORM_STATUSES, ConfirmForm
 

@@ -1,0 +1,428 @@
+"""Closing and reopening report months, and what changed since a close (docs/month-close.md).
+
+Closing a month stores both reports, every company, as computed at that moment; from then on
+the reports of that month answer the stored figures (reports.py asks closed_figures), and
+`adjustments` compares them with what the history gives now. A close reads every figure from
+one snapshot (write_transaction(snapshot=True)): a write committed meanwhile is wholly in the
+figures or wholly out of them. Each close of a month is a new version; reopening keeps the old
+versions' figures for the record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+
+from ...access import Principal
+from ...database import insert_rows, utcnow, write_transaction
+from ...errors import Conflict, Invalid
+from ...extensions import db
+from ...models import ClosedFigures, MonthClose
+from ..fields import parse_int
+from ..history import audit, intervals
+from . import closed_figures, periods, reports, rollups
+from .closed_figures import Close
+
+KINDS = ("ddi", "user")
+REASON_MAX = 500
+_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
+CONTROL = re.compile(f"[{_CONTROLS}]")
+# A reason as a JSON Schema (ECMA) pattern: no control character, something not white space.
+REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
+# How long a close waits for a history import or rollup rebuild to finish (PostgreSQL) before
+# answering 409 "try again" instead of hanging.
+LOCK_WAIT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class MonthRequest:
+    month: int
+    year: int | None  # None: the month's most recent occurrence, as for reports
+
+
+def parse_scope(scope: Any) -> MonthRequest:
+    """Validate closeMonth's and reopenMonth's `scope`: month (required) and year."""
+    if scope is None:
+        scope = {}
+    if not isinstance(scope, dict):
+        raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
+    unknown = [k for k in scope if k not in ("month", "year")]
+    if unknown:
+        raise Invalid(f"Field '{unknown[0]}' is not known here.", {unknown[0]: "unknown field"})
+    month = parse_int(scope.get("month"), "month", 1, 12, None, label="scope.month")
+    if month is None:
+        raise Invalid("'scope.month' is required.", {"month": "required"})
+    year = parse_int(
+        scope.get("year"), "year", reports.MIN_YEAR, reports.MAX_YEAR, None, label="scope.year"
+    )
+    return MonthRequest(month, year)
+
+
+def parse_label(text: str) -> MonthRequest:
+    """A month written YYYY-MM (the command line's form)."""
+    match = re.fullmatch(r"(\d{4})-(\d{2})", text.strip())
+    if match is None or not 1 <= int(match[2]) <= 12:
+        raise Invalid(
+            f"'{text}' is not a month: write YYYY-MM, e.g. 2026-10.", {"month": "YYYY-MM"}
+        )
+    year = int(match[1])
+    if year < reports.MIN_YEAR:
+        raise Invalid(f"'{text}': the year must be {reports.MIN_YEAR} or later.", {"month": "year"})
+    return MonthRequest(int(match[2]), year)
+
+
+def parse_reason(value: Any) -> str:
+    """A reopening's reason: text of 1 to 500 characters, not only white space, with no
+    control character but line breaks and tabs (a NUL cannot be stored on PostgreSQL); kept as
+    given. REASON_PATTERN says the same for the OpenAPI document."""
+    if value is not None and not isinstance(value, str):
+        raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
+    if not value or all(ch.isspace() or ch == "\ufeff" for ch in value):
+        raise Invalid(
+            "'reason' is required: say why the month is reopened.", {"reason": "required"}
+        )
+    if CONTROL.search(value):
+        why = "must not contain control characters"
+        raise Invalid(f"'reason' {why}.", {"reason": why})
+    if len(value) > REASON_MAX:
+        why = f"must be at most {REASON_MAX} characters"
+        raise Invalid(f"'reason' {why}.", {"reason": why})
+    return value
+
+
+def _tz():
+    return periods.zone(current_app.config["REPORT_TIMEZONE"])
+
+
+def ended_period(request: MonthRequest, today: date | None = None) -> periods.Period:
+    """The month asked for, whole; Invalid unless it has ended in REPORT_TIMEZONE."""
+    tz = _tz()
+    today = today or periods.today_in(tz)
+    period = periods.resolve(request.month, request.year, tz, today)
+    if (period.year, period.month) == (today.year, today.month):
+        raise Invalid(
+            f"{period.year:04d}-{period.month:02d} has not ended in "
+            f"{current_app.config['REPORT_TIMEZONE']}: only an ended month can be closed.",
+            {"month": "not ended"},
+        )
+    return period
+
+
+def check_closable(principal: Principal, request: MonthRequest, today: date | None = None) -> None:
+    """What close_month would refuse before computing anything (permission, a month not ended,
+    a closed month), for a page that should not offer a Close it would refuse."""
+    principal.require_close_months()
+    period = ended_period(request, today)
+    close = closed_figures.latest(db.session(), period.year, period.month)
+    if close is not None and close.closed:
+        label = f"{period.year:04d}-{period.month:02d}"
+        raise Conflict(f"{label} is already closed (version {close.version}).")
+
+
+def close_month(principal: Principal, request: MonthRequest, today: date | None = None) -> Close:
+    """Close an ended month: store both reports, every company, as they are now.
+
+    Guarantees: every figure stored is the one the open month's report gave at one instant
+    (one snapshot, on PostgreSQL too); the new close's version is one more than the month's
+    previous close; of concurrent closes of one month exactly one succeeds, every other is a
+    Conflict, as is closing a closed month; audited with the version."""
+    principal.require_close_months()
+    period = ended_period(request, today)
+    label = f"{period.year:04d}-{period.month:02d}"
+    try:
+        with write_transaction(snapshot=True) as session:
+            # Before the first read, which takes the snapshot: a history import is wholly
+            # before the close (in its figures) or wholly after it (and then warns).
+            intervals.exclude_table_lockers(session, wait_seconds=LOCK_WAIT_SECONDS)
+            previous = closed_figures.latest(session, period.year, period.month)
+            if previous is not None and previous.closed:
+                raise Conflict(f"{label} is already closed (version {previous.version}).")
+            row = MonthClose(
+                year=period.year,
+                month=period.month,
+                version=previous.version + 1 if previous is not None else 1,
+                timezone=current_app.config["REPORT_TIMEZONE"],
+                closed_at=utcnow().replace(microsecond=0),
+                closed_by=principal.username,
+                ddi_days="",
+                user_days="",
+                with_marks=_rollups_ready(),
+            )
+            session.add(row)
+            session.flush()  # claims the version: a concurrent close of the month fails here
+            row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
+            row.user_days = closed_figures.encode(_store(row, "user", period))
+            done = closed_figures.from_row(row)  # the answer: what this close stored
+            detail = f"version {row.version}, figures in {row.timezone}"
+            audit.record(
+                session,
+                [
+                    audit.entry(
+                        principal, "month.close", f"month {label}", detail=detail, at=row.closed_at
+                    )
+                ],
+            )
+    except IntegrityError:
+        raise Conflict(f"{label} was closed by a concurrent request.") from None
+    return done
+
+
+def _rollups_ready() -> bool:
+    """Whether both rollups are kept in REPORT_TIMEZONE (then a close stores their marks)."""
+    zone = current_app.config["REPORT_TIMEZONE"]
+    return all(rollups.built_zone(db.session(), kind) == zone for kind in KINDS)
+
+
+def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
+    """Write the close's figures of `kind`: each company with a non-zero day or rollup marks
+    (with the marks, when the close keeps them); return each day's sum over every company."""
+    lists = reports.computed_lists(kind, period, None)
+    marks = rollups.month_marks(db.session(), kind, period) if close.with_marks else {}
+    zeros = [0] * len(period.days)
+    sums = [0] * len(period.days)
+    rows = []
+    for company in sorted(lists.keys() | marks.keys()):
+        values = lists.get(company, zeros)
+        if not any(values) and company not in marks:
+            continue
+        for i, value in enumerate(values):
+            sums[i] += value
+        rows.append(
+            {
+                "close_id": close.id,
+                "kind": kind,
+                "company": company,
+                "total": sum(values),
+                "days": closed_figures.encode(values),
+                "marks": marks.get(company),
+            }
+        )
+    insert_rows(db.session(), ClosedFigures.__table__, rows)
+    return sums
+
+
+def reopen_month(
+    principal: Principal, request: MonthRequest, reason: Any, today: date | None = None
+) -> Close:
+    """Reopen a closed month, with a reason (System-Admin only).
+
+    Guarantees: the month's reports compute from the history again; the close's stored figures
+    are kept; its next close is the next version; a month that is not closed is a Conflict
+    (also when a concurrent reopen won); audited with the reason."""
+    principal.require_system_admin("reopen a closed month")
+    text = parse_reason(reason)
+    tz = _tz()
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    label = f"{period.year:04d}-{period.month:02d}"
+    with write_transaction() as session:
+        close = closed_figures.latest(session, period.year, period.month)
+        if close is None or not close.closed:
+            raise Conflict(f"{label} is not closed.")
+        reopened = session.scalars(
+            update(MonthClose)
+            .where(MonthClose.id == close.id, MonthClose.reopened_at.is_(None))
+            .values(
+                reopened_at=utcnow().replace(microsecond=0),
+                reopened_by=principal.username,
+                reopen_reason=text,
+            )
+            .returning(MonthClose.id)
+        ).all()
+        if not reopened:  # a concurrent reopen got there first
+            raise Conflict(f"{label} is not closed.")
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    principal,
+                    "month.reopen",
+                    f"month {label}",
+                    detail=f"version {close.version}: {text}",
+                )
+            ],
+        )
+    after = closed_figures.latest(db.session(), period.year, period.month)
+    assert after is not None
+    return after
+
+
+# --- what changed since a close ------------------------------------------------------------
+
+
+def adjustments(
+    principal: Principal,
+    request: reports.ReportRequest,
+    today: date | None = None,
+    kinds: tuple[str, ...] = KINDS,
+) -> dict[str, Any]:
+    """readAdjustments' answer for a closed month: {"period": …, "values": {company: {kind:
+    {"dates": {day: {"closed", "now"}}, month total key: {"closed", "now"}}}}}.
+
+    Guarantees: exactly the companies (of those requested that the principal may see), kinds
+    and days whose figure computed from the history now differs from the stored one; the month
+    totals of each kind listed; a month that is not closed is a Conflict. `kinds`: only those
+    kinds are compared (a report page shows one)."""
+    principal.require_report()
+    tz = _tz()
+    period = periods.resolve(request.month, request.year, tz, today or periods.today_in(tz))
+    close = closed_figures.closing(db.session(), period)
+    if close is None:
+        raise Conflict(f"{period.year:04d}-{period.month:02d} is not closed.")
+    everyone = principal.reportable_companies() is None and request.companies is None
+    # Every company: no need to list them (10,000) to learn which differ.
+    wanted = (
+        None
+        if everyone
+        else [c for c, _ in reports.visible_companies(principal, request.companies)]
+    )
+    values: dict[str, dict[str, Any]] = {}
+    if wanted != []:
+        for company, kind, entry in _differences(close, period, wanted, kinds):
+            values.setdefault(company, {})[kind] = entry
+    ordered = {c: values[c] for c in sorted(values)}
+    return {
+        "period": closed_figures.period_json(period.year, period.month, close),
+        "values": ordered,
+    }
+
+
+def _differences(
+    close: Close,
+    period: periods.Period,
+    companies: list[str] | None,
+    kinds: tuple[str, ...] = KINDS,
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(company, kind, adjustment entry) for each company and kind whose figures now differ
+    from the close's, for the companies named (None: every company)."""
+    labels = [d.day.isoformat() for d in period.days]
+    zeros = [0] * len(labels)
+    for kind in kinds:
+        month_key = reports.ANSWER_KEYS[kind][1]
+        candidates = _candidates(close, kind, period, companies)
+        if candidates == []:
+            continue
+        now = reports.computed_lists(kind, period, candidates)
+        stored = closed_figures.lists(db.session(), close, kind, candidates)
+        for company in sorted(now.keys() | stored.keys()):
+            before, after = stored.get(company, zeros), now.get(company, zeros)
+            if before == after:
+                continue
+            dates = {
+                labels[i]: {"closed": b, "now": a}
+                for i, (b, a) in enumerate(zip(before, after, strict=True))
+                if a != b
+            }
+            yield (
+                company,
+                kind,
+                {
+                    "dates": dates,
+                    month_key: {"closed": sum(before), "now": sum(after)},
+                },
+            )
+
+
+def _candidates(
+    close: Close, kind: str, period: periods.Period, companies: list[str] | None
+) -> list[str] | None:
+    """The companies (of those named; None: every one) whose figures may differ from the
+    close's: those whose rollup marks differ from the stored ones, when the close stored them
+    and the rollup is still kept in the close's zone (equal marks give equal figures:
+    rollups.month_marks). Otherwise `companies` itself: every one is recomputed."""
+    zone = current_app.config["REPORT_TIMEZONE"]
+    if not close.with_marks or close.timezone != zone:
+        return companies
+    if rollups.built_zone(db.session(), kind) != zone:
+        return companies
+    now = rollups.month_marks(db.session(), kind, period)
+    stored = closed_figures.marks(db.session(), close, kind)
+    differ = {
+        c for c in now.keys() | stored.keys() if not rollups.same_marks(now.get(c), stored.get(c))
+    }
+    if companies is not None:
+        differ &= set(companies)
+    return sorted(differ)
+
+
+@dataclass(frozen=True)
+class Status:
+    close: Close
+    changed: int  # companies whose figures differ now from the close's
+
+
+def status(today: date | None = None) -> list[Status]:
+    """Every closed month, newest first, with how many companies' figures (either kind) differ
+    now from the close's (no access check: for the operator's command line)."""
+    tz = _tz()
+    today = today or periods.today_in(tz)
+    found = []
+    for close in closed_figures.every_latest(db.session()):
+        if not close.closed:
+            continue
+        period = periods.resolve(close.month, close.year, tz, today)
+        changed = {company for company, _, _ in _differences(close, period, None)}
+        found.append(Status(close, len(changed)))
+    return found
+
+
+def latest_close(principal: Principal, year: int, month: int) -> Close | None:
+    """The month's latest close, reopened or not (None: never closed), for a report reader:
+    a month's state is not company data."""
+    principal.require_report()
+    return closed_figures.latest(db.session(), year, month)
+
+
+def closed_day(
+    principal: Principal, kind: str, company: str, day: date
+) -> tuple[Close, int] | None:
+    """For a day of a closed month, its close and the figure it stored for the company that
+    day (None: the month is open, or the company is not the principal's to report on)."""
+    if not principal.may_report_on(company):
+        return None
+    close = latest_close(principal, day.year, day.month)
+    if close is None or not close.closed:
+        return None
+    stored = closed_figures.lists(db.session(), close, kind, [company]).get(company)
+    return close, stored[day.day - 1] if stored else 0
+
+
+@dataclass(frozen=True)
+class MonthState:
+    year: int
+    month: int
+    running: bool  # the current month, to date: it cannot be closed yet
+    close: Close | None  # the month's latest close, reopened or not (None: never closed)
+
+    @property
+    def label(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
+
+
+RECENT_MONTHS = 12  # ended months the months page lists whether or not they were ever closed
+
+
+def months(principal: Principal, today: date | None = None) -> list[MonthState]:
+    """The months page's rows, newest first: the running month, the last RECENT_MONTHS ended
+    months, and every older month ever closed, each with its latest close. Two queries at
+    most, whatever the history's length (the months' states are not company data: every report
+    reader may see them)."""
+    principal.require_report()
+    tz = _tz()
+    today = today or periods.today_in(tz)
+    index = today.year * 12 + today.month - 1
+    recent = [divmod(i, 12) for i in range(index, index - RECENT_MONTHS - 1, -1)]
+    recent = [(y, m + 1) for y, m in recent if y >= reports.MIN_YEAR]
+    closes = {(c.year, c.month): c for c in closed_figures.every_latest(db.session())}
+    keys = sorted(set(recent) | set(closes), reverse=True)
+    return [
+        MonthState(y, m, (y, m) == (today.year, today.month), closes.get((y, m)))
+        for y, m in keys
+        if (y, m) <= (today.year, today.month)
+    ]

@@ -1,0 +1,301 @@
+"""Sums kept beside the daily rollup, so the many-company report page reads one row per company
+and one per day instead of every company-day row of the month (the page budget, docs/pages.md).
+
+Both tables are pure functions of daily_peaks (models.RollupDay, models.RollupMonth):
+
+- rollup_days (kind, day): `rise` and `change`, the sums over the day's rows of peak - carried
+  and level - carried, `carried` being the level of the row's company before the row. The sum
+  of every company's peak on a day is then the sum of `change` over the days before it plus
+  its `rise` (0 on a day without rows).
+- rollup_months (kind, month, company): `through`, the company's month total from the 1st to
+  `last_day` (its last row in the month), and that row's `level`. Its month total over a
+  period of n days is through + level x (n - last_day's day of the month).
+
+They change only where daily_peaks change, in the same transaction: `record_changes`' fast path
+applies `Extend` deltas; a company's rows rewritten from a day on (rollups.rebuild) apply the
+difference of its old and new rows (`replace`); a full rebuild derives them anew (`derive`).
+tests/invariants.py holds them to a rebuild after every write sequence, and the ranking tests
+hold the figures read from them to the report's.
+
+Writers of a kind all update that day's rollup_days row, so its row lock is held from the
+rollup step to the commit; rows are always updated in day order, so two writers cannot
+deadlock on them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from ...models import Company, DailyPeak, RollupDay, RollupMonth
+from . import periods
+
+Row = tuple[date, int, int]  # (day, peak, level): one company's daily_peaks row
+
+
+def month_of(day: date) -> date:
+    return day.replace(day=1)
+
+
+def day_parts(rows: Iterable[Row], carried: int) -> dict[date, tuple[int, int]]:
+    """{day: (rise, change)} of one company's rows in day order, `carried` its level before
+    the first."""
+    parts: dict[date, tuple[int, int]] = {}
+    for day, peak, level in rows:
+        parts[day] = (peak - carried, level - carried)
+        carried = level
+    return parts
+
+
+def month_parts(rows: Iterable[Row], carried: int) -> Iterator[tuple[date, int, date, int]]:
+    """(month, through, last_day, level) per month of one company's rows in day order, which
+    start at a month's first row (rows before it in that month would be left out); `carried`
+    is the level before that month."""
+    for month, group in itertools.groupby(rows, key=lambda r: month_of(r[0])):
+        through, last = 0, month
+        previous = 0  # the day of the month of the previous row; 0 before the 1st
+        for day, peak, level in group:
+            through += carried * (day.day - previous - 1) + peak
+            previous, carried, last = day.day, level, day
+        yield month, through, last, carried
+
+
+@dataclass
+class Extend:
+    """The fast path's change to one company's sums: its row of `day` now peaks at `peak` and
+    ends at `level`; `before` is the row's previous (peak, level) when it existed (same day),
+    else None with `carried` the level of the company's latest earlier row, on `previous`."""
+
+    company: str
+    day: date
+    peak: int
+    level: int
+    before: tuple[int, int] | None
+    carried: int
+    previous: date | None
+
+
+class DayDeltas(dict[date, tuple[int, int]]):
+    """(rise, change) to add to each day's rollup_days row: a transaction's whole rollup step
+    collects them and applies them once, in day order (`add_days`)."""
+
+    def add(self, day: date, rise: int, change: int) -> None:
+        r, c = self.get(day, (0, 0))
+        self[day] = (r + rise, c + change)
+
+
+def extend(session: Session, kind: str, grown: Iterable[Extend], days: DayDeltas) -> None:
+    """Apply record_changes' arithmetic to each company's month row and to `days`: its latest
+    row grew or a new latest row began (its last row, so no later day or month moves). One
+    company at most once per call; each kind of statement is sent once, as an executemany."""
+    added: list[dict] = []  # the month row's latest day grew
+    continued: list[dict] = []  # a new latest day in the month of the previous one
+    begun: list[dict] = []  # the company's first row of the month
+    for c in grown:
+        old_peak, old_level = c.before if c.before is not None else (c.carried, c.carried)
+        days.add(c.day, c.peak - old_peak, c.level - old_level)
+        month = month_of(c.day)
+        key = {"m_kind": kind, "m_month": month, "m_company": c.company}
+        if c.before is not None:
+            added.append({**key, "m_add": c.peak - old_peak, "m_level": c.level})
+        elif c.previous is not None and month_of(c.previous) == month:
+            gap = c.day.day - c.previous.day - 1
+            add = c.carried * gap + c.peak
+            continued.append({**key, "m_add": add, "m_last": c.day, "m_level": c.level})
+        else:
+            through = c.carried * (c.day.day - 1) + c.peak
+            begun.append(
+                {
+                    "kind": kind,
+                    "month": month,
+                    "company": c.company,
+                    "through": through,
+                    "last_day": c.day,
+                    "level": c.level,
+                }
+            )
+    if added:
+        session.execute(
+            _ADD.values(through=_M.c.through + bindparam("m_add"), level=bindparam("m_level")),
+            added,
+        )
+    if continued:
+        session.execute(
+            _ADD.values(
+                through=_M.c.through + bindparam("m_add"),
+                last_day=bindparam("m_last"),
+                level=bindparam("m_level"),
+            ),
+            continued,
+        )
+    if begun:
+        session.execute(insert(_M), begun)
+
+
+_M = RollupMonth.__table__
+_ADD = update(_M).where(
+    _M.c.kind == bindparam("m_kind"),
+    _M.c.month == bindparam("m_month"),
+    _M.c.company == bindparam("m_company"),
+)
+
+
+def replace(
+    session: Session,
+    kind: str,
+    company: str,
+    first: date,
+    old: list[Row],
+    new: list[Row],
+    carried: int,
+    days: DayDeltas,
+) -> None:
+    """One company's rows from `first` on were `old` and are now `new` (rows before `first`
+    unchanged, `carried` the level they leave, and `new` already written): add the
+    difference to `days` and derive its months from `first`'s month on again."""
+    for day, (rise, change) in day_parts(old, carried).items():
+        days.add(day, -rise, -change)
+    for day, (rise, change) in day_parts(new, carried).items():
+        days.add(day, rise, change)
+    month = month_of(first)
+    m, p = RollupMonth, DailyPeak
+    session.execute(
+        delete(m).where(m.kind == kind, m.company == company, m.month >= month),
+    )
+    carried_in = session.scalar(
+        select(p.level)
+        .where(p.kind == kind, p.company == company, p.day < month)
+        .order_by(p.day.desc())
+        .limit(1)
+    )
+    rows = session.execute(
+        select(p.day, p.peak, p.level)
+        .where(p.kind == kind, p.company == company, p.day >= month)
+        .order_by(p.day)
+    ).all()
+    _insert_months(session, kind, company, month_parts(rows, carried_in or 0))
+
+
+def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int]]) -> None:
+    """Replace kind's sums by those of `rows`, (company, day, peak, level) in company and day
+    order: every daily_peaks row of the kind (the full rebuild)."""
+    session.execute(delete(RollupDay).where(RollupDay.kind == kind))
+    session.execute(delete(RollupMonth).where(RollupMonth.kind == kind))
+    days = DayDeltas()
+    months: list[dict] = []
+    for company, group in itertools.groupby(rows, key=lambda r: r[0]):
+        company_rows = [(d, p, lv) for _, d, p, lv in group]
+        for day, (rise, change) in day_parts(company_rows, 0).items():
+            days.add(day, rise, change)
+        months += _month_values(kind, company, month_parts(company_rows, 0))
+    for i in range(0, len(months), 5000):
+        session.execute(insert(RollupMonth), months[i : i + 5000])
+    if days:
+        session.execute(
+            insert(RollupDay),
+            [
+                {"kind": kind, "day": d, "rise": r, "change": c}
+                for d, (r, c) in sorted(days.items())
+            ],
+        )
+
+
+def add_days(session: Session, kind: str, deltas: DayDeltas) -> None:
+    """Add (rise, change) to each day's row, creating it when missing; in day order (the lock
+    order every writer keeps). Days whose sums do not move are not touched."""
+    for day in sorted(deltas):
+        rise, change = deltas[day]
+        if rise == 0 and change == 0:
+            continue
+        values = {"kind": kind, "day": day, "rise": rise, "change": change}
+        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(RollupDay).values(**values)
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=[RollupDay.kind, RollupDay.day],
+                set_={
+                    "rise": RollupDay.rise + statement.excluded.rise,
+                    "change": RollupDay.change + statement.excluded.change,
+                },
+            )
+        )
+
+
+def _month_values(kind: str, company: str, parts: Iterable[tuple[date, int, date, int]]):
+    return [
+        {
+            "kind": kind,
+            "month": month,
+            "company": company,
+            "through": through,
+            "last_day": last,
+            "level": level,
+        }
+        for month, through, last, level in parts
+    ]
+
+
+def _insert_months(session: Session, kind: str, company: str, parts) -> None:
+    values = _month_values(kind, company, parts)
+    if values:
+        session.execute(insert(RollupMonth), values)
+
+
+def everyone_figures(
+    session: Session, kind: str, period: periods.Period
+) -> tuple[dict[str, int], list[int]] | None:
+    """({company: month total}, [each day's sum over every company]) for every company, read
+    from the sums: a row per company with rows in the month, a seek for each without, and a
+    row per day. The same numbers as rollups.month_figures. None when some company's rows go
+    past the period's last day (only a period ending today can have those: a write stamped
+    ahead of the report's clock); the caller then sums the daily rows instead."""
+    days = period.days
+    first, last, count = days[0].day, days[-1].day, len(days)
+    m = RollupMonth
+    connection = session.connection()
+    totals: dict[str, int] = {}
+    query = select(m.company, m.through, m.last_day, m.level).where(
+        m.kind == kind, m.month == first
+    )
+    for company, through, last_day, level in connection.execute(query).all():
+        if last_day > last:
+            return None
+        totals[company] = through + level * (count - last_day.day)
+    # A company without rows in the month has its latest earlier month's level all month.
+    earlier = (
+        select(m.level)
+        .where(m.kind == kind, m.company == Company.id, m.month < first)
+        .order_by(m.month.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    quiet = select(Company.id, earlier).where(
+        ~select(m.company).where(m.kind == kind, m.month == first, m.company == Company.id).exists()
+    )
+    for company, level in connection.execute(quiet).all():
+        totals[company] = (level or 0) * count
+    d = RollupDay
+    # PostgreSQL sums bigints as numeric: an int once, here.
+    carried = int(
+        connection.execute(
+            select(func.coalesce(func.sum(d.change), 0)).where(d.kind == kind, d.day < first)
+        ).scalar_one()
+    )
+    rows = {
+        day: (rise, change)
+        for day, rise, change in connection.execute(
+            select(d.day, d.rise, d.change).where(d.kind == kind, d.day >= first, d.day <= last)
+        )
+    }
+    day_totals = []
+    for day in days:
+        rise, change = rows.get(day.day, (0, 0))
+        day_totals.append(carried + rise)
+        carried += change
+    return totals, day_totals

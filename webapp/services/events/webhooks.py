@@ -1,0 +1,294 @@
+"""Webhooks: who receives the change events (docs/events.md#webhooks). System-Admin only.
+
+Creating, deleting and redelivering are audited like account changes. The delivery itself is
+services/events/delivery.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+
+from ...access import Principal
+from ...database import utcnow, write_transaction
+from ...errors import Conflict, Invalid, NotFound
+from ...extensions import db
+from ...models import Company, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
+from ..fields import check_format
+from ..history import audit
+from .journal import TYPES
+from .journal import newest as newest_event
+
+MAX_URL = 2000
+RECENT_ATTEMPTS = 20
+SECRET_BYTES = 32
+MAX_COMPANIES = 1000  # a webhook's company filter; more would be every company anyway
+
+
+def parse_url(value: Any) -> str:
+    """A webhook's address: an absolute http or https URL with a host, at most 2,000
+    characters, no white space or control characters; Invalid (field `url`) otherwise."""
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("Give the webhook's URL.", {"url": "required"})
+    url = value.strip()
+    if len(url) > MAX_URL:
+        raise Invalid(f"The URL is longer than {MAX_URL} characters.", {"url": "too long"})
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in url):
+        raise Invalid("The URL holds white space or a control character.", {"url": "not a URL"})
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port out of range raises ValueError
+    except ValueError:
+        parts, port = None, None
+    del port
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise Invalid(
+            "The URL must start with http:// or https:// and name a host.",
+            {"url": "must be an http or https URL"},
+        )
+    return url
+
+
+def parse_types(values: Iterable[Any]) -> list[str]:
+    """Event types to deliver, each one of events.TYPES; empty: every type."""
+    chosen = []
+    for value in values:
+        if value not in TYPES:
+            raise Invalid(
+                f"Unknown event type '{value}'.", {"event": f"must be one of {', '.join(TYPES)}"}
+            )
+        if value not in chosen:
+            chosen.append(value)
+    return chosen
+
+
+def parse_companies(values: Iterable[Any]) -> list[str]:
+    """Company identifiers, each well formed and existing; empty: every company."""
+    chosen: list[str] = []
+    for value in values:
+        if len(chosen) >= MAX_COMPANIES:
+            raise Invalid(
+                f"A webhook names at most {MAX_COMPANIES} companies (none: every company).",
+                {"company": f"at most {MAX_COMPANIES}"},
+            )
+        if (why := check_format("company", value)) is not None:
+            raise Invalid(f"Company '{value}' {why}.", {"company": why})
+        if value not in chosen:
+            chosen.append(value)
+    if chosen:
+        found = set(db.session.scalars(select(Company.id).where(Company.id.in_(chosen))))
+        for company in chosen:
+            if company not in found:
+                raise Invalid(
+                    f"Company '{company}' does not exist.", {"company": "unknown company"}
+                )
+    return chosen
+
+
+def new_secret() -> str:
+    """A signing secret as the Standard Webhooks scheme writes it: 'whsec_' and base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def _listed(values: Sequence[str]) -> str | None:
+    return ",".join(values) if values else None
+
+
+def named(stored: str | None) -> list[str]:
+    """A webhook's stored filter (event_types, companies) in the order given; [] for 'every'."""
+    return stored.split(",") if stored else []
+
+
+def split(stored: str | None) -> frozenset[str] | None:
+    """A webhook's stored filter as a set, or None for 'every'."""
+    return frozenset(named(stored)) or None
+
+
+def create(
+    principal: Principal,
+    url: Any,
+    event_types: Iterable[Any] = (),
+    companies: Iterable[Any] = (),
+) -> tuple[Webhook, str]:
+    """Register a webhook; return it and its signing secret (the only time it is shown).
+
+    Guarantees: System-Admin only (Forbidden); a bad URL, type or company is Invalid and
+    nothing is written. The webhook receives the matching events committed after it: its
+    cursor starts at the last id committed now."""
+    principal.require_system_admin("manage webhooks")
+    url = parse_url(url)
+    types = parse_types(event_types)
+    with write_transaction() as session:
+        chosen = parse_companies(companies)
+        secret = new_secret()
+        last = newest_event()
+        hook = Webhook(
+            url=url,
+            secret=secret,
+            event_types=_listed(types),
+            companies=_listed(chosen),
+            created_at=utcnow(),
+            created_by=principal.username,
+            cursor=last,
+            head_attempts=0,
+        )
+        session.add(hook)
+        session.flush()
+        _audit(principal, "webhook.create", hook, after=describe(hook))
+    return hook, secret
+
+
+def describe(hook: Webhook) -> dict[str, Any]:
+    """What the audit log and `webhooks list` say of a webhook (never its secret)."""
+    return {
+        "url": hook.url,
+        "events": named(hook.event_types) or "all",
+        "companies": named(hook.companies) or "all",
+    }
+
+
+def _audit(principal: Principal, action: str, hook: Webhook, **values: Any) -> None:
+    audit.record(db.session(), [audit.entry(principal, action, f"webhook {hook.id}", **values)])
+
+
+def listed(principal: Principal) -> list[Webhook]:
+    """Every webhook, oldest first (System-Admin only)."""
+    principal.require_system_admin("manage webhooks")
+    return list(db.session.scalars(select(Webhook).order_by(Webhook.id)))
+
+
+def get(principal: Principal, webhook_id: int) -> Webhook:
+    principal.require_system_admin("manage webhooks")
+    hook = db.session.get(Webhook, webhook_id)
+    if hook is None:
+        raise NotFound(f"There is no webhook {webhook_id}.")
+    return hook
+
+
+def delete_webhook(principal: Principal, webhook_id: int) -> None:
+    """Delete a webhook with its attempts and queued redeliveries; NotFound if there is none.
+    A delivery under way finishes its current POST and then finds it gone."""
+    principal.require_system_admin("manage webhooks")
+    with write_transaction() as session:
+        hook = session.get(Webhook, webhook_id, with_for_update=True)
+        if hook is None:
+            raise NotFound(f"There is no webhook {webhook_id}.")
+        _audit(principal, "webhook.delete", hook, before=describe(hook))
+        session.delete(hook)
+
+
+def redeliver(principal: Principal, webhook_id: int, event_id: int) -> None:
+    """Queue an event for delivery again to a webhook, ahead of the events still to come.
+
+    Guarantees: only an event whose delivery failed (given up) and is still kept may be
+    queued (else Invalid); queuing it twice is a Conflict."""
+    principal.require_system_admin("manage webhooks")
+    with write_transaction() as session:
+        hook = session.get(Webhook, webhook_id)
+        if hook is None:
+            raise NotFound(f"There is no webhook {webhook_id}.")
+        failed = session.scalar(
+            select(func.count())
+            .select_from(WebhookAttempt)
+            .where(
+                WebhookAttempt.webhook_id == webhook_id,
+                WebhookAttempt.event_id == event_id,
+                WebhookAttempt.outcome == "failed",
+            )
+        )
+        if not failed or not _event_kept(event_id):
+            raise Invalid(f"Event {event_id} has no failed delivery to this webhook to redo.")
+        session.add(
+            WebhookRedelivery(
+                webhook_id=webhook_id,
+                event_id=event_id,
+                requested_at=utcnow(),
+                requested_by=principal.username,
+            )
+        )
+        try:
+            session.flush()
+        except IntegrityError as exc:
+            raise Conflict(f"Event {event_id} is already queued for this webhook.") from exc
+        _audit(principal, "webhook.redeliver", hook, detail=f"event {event_id}")
+
+
+def _event_kept(event_id: int) -> bool:
+    return (
+        db.session.scalar(
+            select(func.count())
+            .select_from(EventTxn)
+            .where(EventTxn.first_id <= event_id, EventTxn.last_id >= event_id)
+        )
+        or 0
+    ) > 0
+
+
+@dataclass(frozen=True)
+class State:
+    """A webhook as the page and `webhooks list` show it."""
+
+    hook: Webhook
+    newest: int  # the last event id committed
+    retrying: bool
+    failed: list[WebhookAttempt]  # given up, newest first, with no redelivery queued
+    queued: list[int]  # event ids queued for redelivery
+    recent: list[WebhookAttempt]  # newest first
+
+
+def state(hook: Webhook, recent: int = RECENT_ATTEMPTS) -> State:
+    """The webhook's delivery state: how far it is, what failed, its recent attempts."""
+    queued = list(
+        db.session.scalars(
+            select(WebhookRedelivery.event_id)
+            .where(WebhookRedelivery.webhook_id == hook.id)
+            .order_by(WebhookRedelivery.requested_at)
+        )
+    )
+    failed = db.session.scalars(
+        select(WebhookAttempt)
+        .where(WebhookAttempt.webhook_id == hook.id, WebhookAttempt.outcome == "failed")
+        .order_by(WebhookAttempt.id.desc())
+        .limit(100)
+    ).all()
+    attempts = db.session.scalars(
+        select(WebhookAttempt)
+        .where(WebhookAttempt.webhook_id == hook.id)
+        .order_by(WebhookAttempt.id.desc())
+        .limit(recent)
+    ).all()
+    return State(
+        hook=hook,
+        newest=newest_event(),
+        retrying=hook.head_attempts > 0,
+        failed=_newest_per_event(failed, queued),
+        queued=queued,
+        recent=list(attempts),
+    )
+
+
+def _newest_per_event(failed: Sequence[WebhookAttempt], queued: list[int]) -> list[WebhookAttempt]:
+    """One failed attempt per event (the newest: an event redelivered that failed again has
+    two), leaving out the events queued for redelivery."""
+    seen = set(queued)
+    kept = []
+    for attempt in failed:  # newest first
+        if attempt.event_id not in seen:
+            seen.add(attempt.event_id)
+            kept.append(attempt)
+    return kept
+
+
+def prune_attempts(before: datetime) -> int:
+    """Delete delivery attempts older than `before` (the events' retention); return how many."""
+    with write_transaction() as session:
+        result = session.execute(delete(WebhookAttempt).where(WebhookAttempt.at < before))
+    return int(getattr(result, "rowcount", 0) or 0)

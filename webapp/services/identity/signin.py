@@ -1,0 +1,225 @@
+"""Sign-in: passwords (their rules and hashing), checking a username and password, and the
+sign-in sessions that a session cookie names (docs/operations.md#sessions).
+
+Each password sign-in starts a row in `account_sessions`, named by a random key of which only
+the SHA-256 is stored. The session cookie carries "<account id>:<session epoch>:<key>"
+(Account.get_id), and every request signed in by cookie is checked in one query against both:
+the account is active with that epoch (raising the epoch, on a password change or when the
+account is disabled, ends every session signed in before), and the row has not been ended by
+signing out nor gone past the idle or absolute limit (SESSION_IDLE_MINUTES, SESSION_MAX_HOURS).
+A copy of the cookie kept after any of these is refused from then on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from flask import current_app
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.exc import DBAPIError
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from ...database import SQLITE_BUSY_TIMEOUT_MS, utcnow, write_transaction
+from ...errors import Invalid
+from ...extensions import db
+from ...models import Account, AccountSession
+
+log = logging.getLogger(__name__)
+
+MIN_PASSWORD = 10
+MAX_PASSWORD = 512
+# Compared against when the username is unknown, so both failures take the same time.
+_DUMMY_HASH = generate_password_hash("not a real password")
+# A session's last_seen_at is written at most this often: writing it on every request would
+# make every page and API read a write as well (on SQLite one writer at a time, behind any
+# import). The idle limit is then counted from a time up to this much before the last request.
+TOUCH_EVERY = timedelta(minutes=1)
+# How long the touch waits for SQLite's write lock before giving up (it is retried on the next
+# request): a long write (a DDI import holds the lock for a minute) must not stall reads.
+TOUCH_WAIT_MS = 100
+_MAX_INT = 2**31 - 1  # the id and epoch columns are 32-bit integers
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    idle: timedelta  # without a request
+    lifetime: timedelta  # since sign-in, however busy
+
+
+def session_limits() -> SessionLimits:
+    """The configured session limits (SESSION_IDLE_MINUTES, SESSION_MAX_HOURS)."""
+    config = current_app.config
+    return SessionLimits(
+        idle=timedelta(minutes=int(config["SESSION_IDLE_MINUTES"])),
+        lifetime=timedelta(hours=int(config["SESSION_MAX_HOURS"])),
+    )
+
+
+def check_new_password(password: object) -> str:
+    """`password` if it may become an account's password; Invalid otherwise."""
+    if not isinstance(password, str) or not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
+        raise Invalid(
+            f"A password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters.",
+            {"password": f"{MIN_PASSWORD} to {MAX_PASSWORD} characters"},
+        )
+    return password
+
+
+def hash_password(password: str) -> str:
+    """What is stored of a password."""
+    # scrypt by default; the test suite configures a cheap method to stay fast.
+    return generate_password_hash(password, method=current_app.config["PASSWORD_HASH_METHOD"])
+
+
+def _digest(key: str) -> str:
+    # The key is random (256 bits), so a fast hash is enough: the stored id cannot be turned
+    # back into a cookie that works.
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def sign_in(username: str, password: str) -> Account | None:
+    """The active account with these credentials, signed in with a new session; None otherwise,
+    at the same cost either way.
+
+    On success the account's `session_key` names its new `account_sessions` row, which
+    `get_id()` (what flask-login puts in the session cookie) carries, and its last sign-in
+    (`Account.last_sign_in_at`) is stamped. The slow hash is checked outside any write; then one
+    write transaction locks the account, checks that it is still active with the same password
+    and session epoch (a disable or password change may have committed meanwhile), stamps it,
+    deletes the account's sessions that can no longer be used (ended, idle or too old: pruning
+    at sign-in keeps each account's rows to the sessions it has open) and inserts the new one,
+    so a refused sign-in leaves neither stamp nor session."""
+    account = db.session.scalars(select(Account).where(Account.username == username)).first()
+    if account is None:
+        check_password_hash(_DUMMY_HASH, password)
+        return None
+    if not check_password_hash(account.password_hash, password) or not account.active:
+        return None
+    checked = (account.id, account.password_hash, account.session_epoch)
+    limits = session_limits()
+    key = secrets.token_urlsafe(32)
+    with write_transaction() as session:
+        locked = session.get(Account, checked[0], with_for_update=True, populate_existing=True)
+        if locked is None or not locked.active:
+            return None
+        if (locked.id, locked.password_hash, locked.session_epoch) != checked:
+            return None
+        # The app's clock, not the change path's write clock: a sign-in changes no record and
+        # needs no ordering against other writers, only a time to show and to count from.
+        now = utcnow()
+        locked.last_sign_in_at = now
+        session.execute(
+            delete(AccountSession).where(
+                AccountSession.account_id == locked.id,
+                or_(
+                    AccountSession.ended_at.is_not(None),
+                    AccountSession.last_seen_at <= now - limits.idle,
+                    AccountSession.created_at <= now - limits.lifetime,
+                ),
+            )
+        )
+        session.add(
+            AccountSession(id=_digest(key), account_id=locked.id, created_at=now, last_seen_at=now)
+        )
+    locked.session_key = key
+    return locked
+
+
+def _parse(session_id: str) -> tuple[int, int, str] | None:
+    """(account id, epoch, key) of a session cookie's id, None if it is not one."""
+    parts = session_id.split(":")
+    if len(parts) != 3:
+        return None
+    account_id, epoch, key = parts
+    if not (account_id.isdigit() and epoch.isdigit() and key):
+        return None
+    if int(account_id) > _MAX_INT or int(epoch) > _MAX_INT:
+        return None
+    return int(account_id), int(epoch), key
+
+
+def session_account(session_id: str) -> Account | None:
+    """The account a session cookie names, if it is active with the same session epoch and its
+    session is open: not signed out, used within the idle limit, begun within the absolute one.
+
+    One query checks all of it. The session's last_seen_at is refreshed when it is older than
+    TOUCH_EVERY, never waiting behind another writer (see _touch)."""
+    parsed = _parse(session_id)
+    if parsed is None:
+        return None
+    account_id, epoch, key = parsed
+    limits = session_limits()
+    now = utcnow()
+    digest = _digest(key)
+    row = db.session.execute(
+        select(Account, AccountSession.last_seen_at)
+        .join(AccountSession, AccountSession.account_id == Account.id)
+        .where(
+            AccountSession.id == digest,
+            Account.id == account_id,
+            Account.session_epoch == epoch,
+            Account.active.is_(True),
+            AccountSession.ended_at.is_(None),
+            AccountSession.last_seen_at > now - limits.idle,
+            AccountSession.created_at > now - limits.lifetime,
+        )
+    ).first()
+    if row is None:
+        return None
+    account, last_seen = row
+    account.session_key = key
+    if now - last_seen >= TOUCH_EVERY:
+        _touch(digest, now)
+    return account
+
+
+def _touch(digest: str, now: datetime) -> None:
+    """Record that the session was used now: a short write transaction of its own on the
+    request's session (no second connection, so a busy pool cannot make the touch wait for
+    one). Best effort: if the write cannot be had at once (SQLite's write lock held by a long
+    import, say) or fails, it is skipped and the next request tries again; the session then
+    ends at most TOUCH_EVERY earlier than it would have."""
+    session = db.session()
+    if session.new or session.dirty or session.deleted:
+        return  # the request has changes of its own under way: not ours to commit
+    if session.in_transaction() and session.connection().get_execution_options().get("write_lock"):
+        return  # loaded inside a write transaction (database.write_transaction): ditto
+    session.commit()  # ends the loader's read; nothing was written
+    connection = session.connection()
+    raw = connection.connection.driver_connection if connection.dialect.name == "sqlite" else None
+    try:
+        try:
+            if raw is not None:
+                raw.execute(f"PRAGMA busy_timeout = {TOUCH_WAIT_MS}")
+            session.execute(
+                update(AccountSession)
+                .where(AccountSession.id == digest, AccountSession.last_seen_at < now)
+                .values(last_seen_at=now)
+            )
+        finally:
+            # Put back before the connection returns to the pool (at commit or rollback).
+            if raw is not None:
+                raw.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        session.commit()
+    except DBAPIError as exc:
+        session.rollback()
+        log.info("session last-seen time not recorded this time: %s", exc.orig)
+
+
+def end_session(account: Account) -> None:
+    """End the session `account` was loaded for (`session_key`), so its cookie, and every copy
+    of it, is refused from now on. Other sessions of the account stay open."""
+    if not account.session_key:
+        return
+    with write_transaction() as session:
+        session.execute(
+            update(AccountSession)
+            .where(
+                AccountSession.id == _digest(account.session_key), AccountSession.ended_at.is_(None)
+            )
+            .values(ended_at=utcnow())
+        )

@@ -1,0 +1,285 @@
+"""Create, read, update and delete for DDIs and phone users, under one set of rules.
+
+A `Kind` (kinds.py) describes what differs between the two (model, key fields, who may create);
+everything else (validation, authorization, conflicts) is written once here, and every write reaches the
+history, the rollup and the audit log through the change path (changes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ...access import Principal
+from ...database import write_transaction
+from ...errors import Conflict, Invalid
+from ...models import Company, Record
+from .. import changes
+from ..fields import parse_part
+from ..history import intervals
+from . import record_query
+from .kinds import Kind
+
+MAX_BATCH = 1000
+
+
+def may_create_delete(principal: Principal, kind: Kind) -> bool:
+    """Whether the principal may create and delete records of this kind at all (for some
+    company): the pages use it to show only the controls that will work."""
+    return principal.system_admin or (kind.company_admin_creates and principal.is_admin)
+
+
+def require_create_delete(principal: Principal, kind: Kind, verb: str = "create or delete") -> None:
+    """Forbidden unless may_create_delete: the check create and delete make, for callers (the
+    pages) that must refuse before showing a form."""
+    if not may_create_delete(principal, kind):
+        if kind.company_admin_creates:
+            principal.require_admin()
+        principal.require_system_admin(f"{verb} {kind.label}s")
+
+
+def require_companies_exist(session: Session, companies: Sequence[str], batch: bool = False):
+    """400 naming the first company that does not exist: fields.company, or for a batch
+    fields['values[i].company'] with the row it stands in."""
+    found = set(session.scalars(select(Company.id).where(Company.id.in_(set(companies)))))
+    for i, company in enumerate(companies):
+        if company not in found:
+            field = f"values[{i}].company" if batch else "company"
+            raise Invalid(f"Company '{company}' does not exist.", {field: "unknown company"})
+
+
+def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
+    if isinstance(values, list):
+        if not values:
+            raise Invalid("'values' must hold at least one row.", {"values": "empty"})
+        if len(values) > MAX_BATCH:
+            raise Invalid(
+                f"A batch holds at most {MAX_BATCH} rows.", {"values": f"at most {MAX_BATCH} rows"}
+            )
+        return [
+            parse_part(kind.create_part, v, "values", prefix=f"values[{i}].")
+            for i, v in enumerate(values)
+        ]
+    if values is None:
+        raise Invalid("'values' is required.", {"values": "required"})
+    return [parse_part(kind.create_part, values, "values")]
+
+
+def create(principal: Principal, kind: Kind, values: Any) -> int:
+    """Create one row or a batch of up to 1,000, all or nothing; return how many were created.
+
+    Guarantees: each row opens a history interval and writes an audit entry in the same
+    transaction; a duplicate key (in the batch or already stored, even by a racing request)
+    raises Conflict and nothing is written.
+    """
+    require_create_delete(principal, kind, "create")
+    rows = _parse_rows(kind, values)
+    return insert_rows(principal, kind, rows, batch=isinstance(values, list))
+
+
+def insert_rows(
+    principal: Principal, kind: Kind, rows: list[dict[str, str]], batch: bool = True
+) -> int:
+    """Create `rows` (already checked field by field) all or nothing; return how many.
+
+    What `create` does after parsing, for callers that build their rows themselves (a block
+    of numbers): the same grants checked, the same Conflict for a key taken, in the batch or
+    stored. `batch`: name a missing company by its row (values[i].company)."""
+    require_create_delete(principal, kind, "create")
+    principal.require_admin_of(r["company"] for r in rows)
+    with write_transaction() as session:
+        require_companies_exist(session, [r["company"] for r in rows], batch)
+        # One key order for every batch, so two overlapping batches lock keys in the same
+        # order on PostgreSQL and one waits for the other instead of deadlocking.
+        rows.sort(key=lambda r: [r[f] for f in kind.order])
+        try:
+            session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
+        except IntegrityError as exc:
+            raise Conflict(kind.conflict_message) from exc
+        # After the insert: if it waited for a racing delete of the same key, it is stamped
+        # after that delete's end, so the key's intervals cannot overlap.
+        changes.write(
+            session,
+            principal,
+            kind.name,
+            changes.Lock(companies=[r["company"] for r in rows]),
+            lambda _now: _created(kind, rows),
+        )
+    return len(rows)
+
+
+def _created(kind: Kind, rows: list[dict[str, str]]) -> changes.Change:
+    shims = [Row(r) for r in rows]
+    return changes.Change(
+        starts=[(r["company"], kind.history_key(s)) for r, s in zip(rows, shims, strict=True)],
+        audit=[
+            changes.AuditData(f"{kind.name}.create", kind.target(s), company=r["company"], after=r)
+            for r, s in zip(rows, shims, strict=True)
+        ],
+    )
+
+
+class Row:
+    """Attribute access over a plain dict, so Kind helpers work before a row is stored."""
+
+    def __init__(self, data: dict[str, str]):
+        self.__dict__.update(data)
+
+
+def apply_changes(
+    session: Session,
+    principal: Principal,
+    kind: Kind,
+    rows: Sequence[Any],
+    values: dict[str, str],
+    action: str,
+    detail: str | None = None,
+) -> int:
+    """Set `values` on `rows`; move history for company changes; audit (with `detail`, if
+    given); return rows changed."""
+    # Only a company change moves rollup rows: the old and the new company are locked.
+    lock = [values["company"], *(r.company for r in rows)] if "company" in values else []
+    change = changes.write(
+        session,
+        principal,
+        kind.name,
+        changes.Lock(companies=lock),
+        lambda _now: _set_values(session, kind, rows, values, action, detail),
+    )
+    return len(change.audit)
+
+
+def _set_values(
+    session: Session,
+    kind: Kind,
+    rows: Sequence[Any],
+    values: dict[str, str],
+    action: str,
+    detail: str | None,
+) -> changes.Change:
+    moved_from: list[tuple[str, str]] = []
+    moved_to: list[tuple[str, str]] = []
+    entries: list[changes.AuditData] = []
+    for row in rows:
+        before = kind.as_dict(row)
+        diff = {f: v for f, v in values.items() if getattr(row, f) != v}
+        if not diff:
+            continue
+        if "company" in diff:
+            moved_from.append(kind.member(row))
+        for field, value in diff.items():
+            setattr(row, field, value)
+        if "company" in diff:
+            moved_to.append(kind.member(row))
+        entries.append(
+            changes.AuditData(
+                f"{kind.name}.{action}",
+                kind.target(row),
+                company=row.company,
+                before=before,
+                after=kind.as_dict(row),
+                other_company=before["company"] if "company" in diff else None,
+                detail=detail,
+            )
+        )
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(kind.conflict_message) from exc
+    return changes.Change(starts=moved_to, ends=moved_from, audit=entries)
+
+
+def update(principal: Principal, kind: Kind, scope: Any, values: Any) -> int:
+    """Set `virt_exten` and/or `company` on every row matching `scope` (whose company is
+    required); return the number of rows whose values actually changed.
+
+    Guarantees: both the scope company and a new company must be administered by the
+    principal (else Forbidden); a company change closes the old history interval and opens the
+    new one at the same instant; rows are locked for the transaction, so a racing delete or
+    update cannot interleave.
+    """
+    principal.require_admin()
+    scope = parse_part(kind.scoped_write_part, scope, "scope")
+    values = parse_part(kind.update_part, values, "values")
+    principal.require_admin_of(
+        [scope["company"], *([values["company"]] if "company" in values else [])]
+    )
+    with write_transaction() as session:
+        if "company" in values:
+            require_companies_exist(session, [values["company"]])
+        rows = _locked_rows(session, kind, scope)
+        return apply_changes(session, principal, kind, rows, values, "update")
+
+
+def _locked_rows(session: Session, kind: Kind, scope: dict[str, str]) -> Sequence[Record]:
+    """The rows matching `scope` exactly, locked until commit (SELECT ... FOR UPDATE on
+    PostgreSQL), in id order so two writers lock them in the same order."""
+    query = (
+        select(kind.model)
+        .where(*record_query.exact(kind, scope))
+        .order_by(kind.model.id)
+        .with_for_update()
+    )
+    # The query selects kind.model, one of the two record classes.
+    return cast(Sequence[Record], session.scalars(query).all())
+
+
+def delete_rows(principal: Principal, kind: Kind, scope: Any) -> int:
+    """Delete every row matching `scope` (company required); return how many were deleted.
+
+    Guarantees: each deleted row's history interval ends now and an audit entry keeps the row
+    as it was; no match is not an error (0).
+    """
+    require_create_delete(principal, kind, "delete")
+    scope = parse_part(kind.scoped_write_part, scope, "scope")
+    principal.require_admin_of([scope["company"]])
+    with write_transaction() as session:
+        return delete_locked(session, principal, kind, _locked_rows(session, kind, scope))
+
+
+def delete_locked(
+    session: Session,
+    principal: Principal,
+    kind: Kind,
+    rows: Sequence[Any],
+    detail: str | None = None,
+) -> int:
+    """Delete `rows`, already locked in the caller's write transaction, through the change
+    path (history ends, one audit entry each, with `detail` if given); return how many."""
+    if rows:
+        changes.write(
+            session,
+            principal,
+            kind.name,
+            changes.Lock(companies=[r.company for r in rows]),
+            lambda _now: _deleted(session, kind, rows, detail),
+        )
+    return len(rows)
+
+
+def _deleted(
+    session: Session, kind: Kind, rows: Sequence[Any], detail: str | None = None
+) -> changes.Change:
+    for chunk in intervals.chunks([r.id for r in rows]):
+        session.execute(
+            delete(kind.model)
+            .where(kind.model.id.in_(chunk))
+            .execution_options(synchronize_session=False)
+        )
+    return changes.Change(
+        ends=[kind.member(r) for r in rows],
+        audit=[
+            changes.AuditData(
+                f"{kind.name}.delete",
+                kind.target(r),
+                company=r.company,
+                before=kind.as_dict(r),
+                detail=detail,
+            )
+            for r in rows
+        ],
+    )

@@ -1,0 +1,99 @@
+"""The two kinds of record, DDIs and phone users: what differs between them (model, fields,
+keys, who may create), so every rule over records is written once for both (crud.py,
+record_query.py, listing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...models import Ddi, PhoneUser, RecordModel
+from ..fields import Part
+
+EDITABLE = ("virt_exten", "company")
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # the request's `type`, and the history/audit kind
+    label: str  # for messages: "DDI", "phone user"
+    model: RecordModel
+    fields: tuple[str, ...]  # in answer order
+    order: tuple[str, ...]  # read order
+    keys: tuple[str, ...]  # fields fixed at creation
+    history_key: Callable[[Any], str]
+    company_admin_creates: bool  # may a Company-Admin create and delete these?
+    global_key: bool  # unique across companies (DDIs) or only within one (phone users)
+    conflict_message: str
+    # A new row's stored columns from its fields: the fields and what is derived from them
+    # once at creation (a DDI's reversed number, for the number search).
+    stored: Callable[[dict[str, str]], dict[str, str]] = dict
+
+    def as_dict(self, row: Any) -> dict[str, str]:
+        return {f: getattr(row, f) for f in self.fields}
+
+    def member(self, row: Any) -> tuple[str, str]:
+        return (row.company, self.history_key(row))
+
+    def key_label(self, row: Any) -> str:
+        """How messages name the record: '44:2071234567', 'acme/ana.kim'."""
+        key = self.history_key(row)
+        return key if self.global_key else f"{row.company}/{key}"
+
+    def target(self, row: Any) -> str:
+        """How the audit log names the record: 'ddi 44:2071234567', 'user acme/ana.kim'."""
+        return f"{self.name} {self.key_label(row)}"
+
+    @property
+    def create_part(self) -> Part:
+        return Part(allowed=self.fields, required=self.fields)
+
+    @property
+    def scope_part(self) -> Part:
+        return Part(allowed=self.fields)
+
+    @property
+    def scoped_write_part(self) -> Part:
+        return Part(allowed=self.fields, required=("company",))
+
+    @property
+    def update_part(self) -> Part:
+        return Part(allowed=EDITABLE, not_editable=self.keys, at_least_one=True)
+
+
+def stored_ddi(values: dict[str, str]) -> dict[str, str]:
+    """A new DDI's stored columns: its fields and its number's digits reversed, which the
+    number search seeks by the end of the number (record_query, q)."""
+    return {**values, "number_reversed": values["number"][::-1]}
+
+
+DDI = Kind(
+    name="ddi",
+    label="DDI",
+    model=Ddi,
+    fields=("dialcode", "number", "virt_exten", "company"),
+    order=("dialcode", "number"),
+    keys=("dialcode", "number"),
+    history_key=lambda row: f"{row.dialcode}:{row.number}",
+    global_key=True,
+    company_admin_creates=False,
+    conflict_message="A DDI with this dialcode and number already exists.",
+    stored=stored_ddi,
+)
+
+PHONE_USER = Kind(
+    name="user",
+    label="phone user",
+    model=PhoneUser,
+    fields=("username", "virt_exten", "company"),
+    order=("company", "username"),
+    keys=("username",),
+    history_key=lambda row: row.username,
+    global_key=False,
+    company_admin_creates=True,
+    conflict_message="A phone user with this username already exists in that company.",
+)
+
+# By the `type` a request names.
+KINDS = {kind.name: kind for kind in (DDI, PHONE_USER)}
