@@ -41,7 +41,7 @@ from webapp.models import (
 from webapp.services.billing import periods, rollups
 from webapp.services.events import feed, journal, webhooks
 from webapp.services.imports import history_import
-from webapp.services.records import crud, ddis, kinds, phone_users
+from webapp.services.records import crud, ddis, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 
@@ -597,14 +597,15 @@ def apply_op(op: tuple, exten: str) -> None:
         elif name == "user.create":
             crud.create(ROOT, kinds.PHONE_USER, [user(u, c, exten) for u, c in op[1]])
         elif name in ("ddi.update", "user.update", "ddi.delete", "user.delete"):
-            kind, verb = name.split(".")
-            service, field = (ddis, "number") if kind == "ddi" else (phone_users, "username")
+            kind_name, verb = name.split(".")
+            kind = kinds.KINDS[kind_name]
+            field = "number" if kind_name == "ddi" else "username"
             scope = {"company": op[1], **({field: op[2]} if op[2] else {})}
             if verb == "delete":
-                service.delete(ROOT, scope)
+                crud.delete_rows(ROOT, kind, scope)
             else:
                 values = {"virt_exten": exten} if op[3] == "x" else {"company": op[3]}
-                service.update(ROOT, scope, values)
+                crud.update(ROOT, kind, scope, values)
         else:
             _, number, company, tail = op
             ddis.link(

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -25,19 +24,6 @@ from .history import audit, intervals
 from .history.intervals import ClosedInterval
 
 Member = tuple[str, str]  # (company, key): one record as the history names it
-
-
-@dataclass(frozen=True, slots=True)
-class AuditData:
-    """One audit entry without its instant and actor, which the change path adds."""
-
-    action: str
-    target: str
-    company: str | None = None
-    before: dict[str, Any] | None = None
-    after: dict[str, Any] | None = None
-    detail: str | None = None
-    other_company: str | None = None  # a move's old company: the entry shows in its audit too
 
 
 @dataclass(frozen=True)
@@ -63,7 +49,7 @@ class Change:
     starts: Sequence[Member] = ()
     ends: Sequence[Member] = ()
     closed: Sequence[ClosedInterval] = ()
-    audit: Sequence[AuditData] = ()
+    audit: Sequence[audit.AuditData] = ()
 
 
 def write(
@@ -148,7 +134,7 @@ def write_chunks(
             intervals.open_intervals(session, kind, change.starts, now)
         intervals.add_closed(session, change.closed)
         # 5. Audit
-        audit.record(session, [audit_entry(principal, a, now) for a in change.audit])
+        audit.record(session, [a.entry(principal, now) for a in change.audit])
         journal.record(session, principal, now, change.audit)
         tally.starts.update(c for c, _ in change.starts)
         tally.ends.update(c for c, _ in change.ends)
@@ -160,20 +146,6 @@ def write_chunks(
     if closed:
         _rebuild_imported(session, closed)
     return tally
-
-
-def audit_entry(principal: Principal, data: AuditData, at: datetime) -> dict[str, Any]:
-    return audit.entry(
-        principal,
-        data.action,
-        data.target,
-        company=data.company,
-        before=data.before,
-        after=data.after,
-        detail=data.detail,
-        other_company=data.other_company,
-        at=at,
-    )
 
 
 def _rebuild_imported(session: Session, closed: Sequence[ClosedInterval]) -> None:

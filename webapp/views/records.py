@@ -68,7 +68,7 @@ class Screen:
 
     def label_of(self, row: dict[str, str]) -> str:
         """How messages name a record: '44:2071234567', 'acme/ana.kim'."""
-        return self.kind.key_label(crud.Row(row))
+        return self.kind.key_label(kinds.Row(row))
 
 
 DDI = Screen("ddi", "ddis", "DDIs", kinds.DDI, ("dialcode", "number"), search=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, event, insert, select, update
 from sqlalchemy.orm import Session
@@ -30,9 +30,7 @@ from ...database import insert_rows, utcnow, write_transaction
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Event, EventCounter, EventTxn, WebhookAttempt
-
-if TYPE_CHECKING:
-    from ..changes import AuditData
+from ..history.audit import AuditData
 
 KINDS = ("ddi", "user")
 # The change path's actions (`kind.verb`) and the event type each records.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -17,6 +18,33 @@ from ...models import AuditEntry
 from ...observability.context import current_request_id
 from ..fields import ISO_DATE
 from . import audit_query
+
+
+@dataclass(frozen=True, slots=True)
+class AuditData:
+    """One audit entry without its instant and actor, which the change path adds."""
+
+    action: str
+    target: str
+    company: str | None = None
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    detail: str | None = None
+    other_company: str | None = None  # a move's old company: the entry shows in its audit too
+
+    def entry(self, principal: Principal, at: datetime) -> dict[str, Any]:
+        """The audit row of this change, made by `principal` at `at` (for `record`)."""
+        return entry(
+            principal,
+            self.action,
+            self.target,
+            company=self.company,
+            before=self.before,
+            after=self.after,
+            detail=self.detail,
+            other_company=self.other_company,
+            at=at,
+        )
 
 
 def entry(

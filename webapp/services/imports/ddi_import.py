@@ -39,6 +39,7 @@ from ...observability.metrics import IMPORT_SECONDS, timed
 from .. import changes
 from ..fields import FORMATS, MAX_DDI_DIGITS
 from ..history import intervals
+from ..history.audit import AuditData
 from ..records import kinds
 
 HEADER = ("dialcode", "number", "virt_exten", "company")
@@ -447,17 +448,14 @@ def _write(
         extens: list[dict[str, Any]] = []
         starts: list[tuple[str, str]] = []
         ends: list[tuple[str, str]] = []
-        entries: list[changes.AuditData] = []
+        entries: list[AuditData] = []
         for row in chunk:
             now = stored.get((row.dialcode, row.number))
             after = row.values()
-            target = f"ddi {row.key}"
             if now is None:
                 new.append(kinds.stored_ddi(after))
                 starts.append((row.company, row.key))
-                entries.append(
-                    changes.AuditData("ddi.create", target, row.company, after=after, detail=detail)
-                )
+                entries.append(kinds.DDI.change("create", after=after, detail=detail))
                 continue
             if now.company == row.company and now.virt_exten == row.virt_exten:
                 continue
@@ -472,17 +470,7 @@ def _write(
             if moved:
                 ends.append((now.company, row.key))
                 starts.append((row.company, row.key))
-            entries.append(
-                changes.AuditData(
-                    "ddi.update",
-                    target,
-                    row.company,
-                    before=before,
-                    after=after,
-                    detail=detail,
-                    other_company=now.company if moved else None,
-                )
-            )
+            entries.append(kinds.DDI.change("update", before, after, detail))
         if new:
             try:
                 insert_rows(session, Ddi.__table__, new)

@@ -28,7 +28,7 @@ from ...models import Company, HistoryInterval
 from .. import changes
 from ..billing import closed_figures, periods
 from ..fields import Part, parse_part
-from ..history import intervals
+from ..history import audit, intervals
 
 HEADER = ["kind", "company", "key", "start", "end"]
 # The fields module's checks of a username and of a DDI's dialcode and number (17 digits at
@@ -226,7 +226,7 @@ def import_csv(
         detail = f"{len(rows)} rows, {len(new)} written, {len(rows) - len(new)} already recorded"
         return changes.Change(
             closed=new,
-            audit=[changes.AuditData("history.import", f"history {source}", detail=detail)],
+            audit=[audit.AuditData("history.import", f"history {source}", detail=detail)],
         )
 
     with write_transaction() as session:

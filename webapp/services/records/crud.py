@@ -21,8 +21,9 @@ from ...models import Company, Record
 from .. import changes
 from ..fields import parse_part
 from ..history import intervals
+from ..history.audit import AuditData
 from . import record_query
-from .kinds import Kind
+from .kinds import Kind, Row
 
 MAX_BATCH = 1000
 
@@ -113,21 +114,10 @@ def insert_rows(
 
 
 def _created(kind: Kind, rows: list[dict[str, str]]) -> changes.Change:
-    shims = [Row(r) for r in rows]
     return changes.Change(
-        starts=[(r["company"], kind.history_key(s)) for r, s in zip(rows, shims, strict=True)],
-        audit=[
-            changes.AuditData(f"{kind.name}.create", kind.target(s), company=r["company"], after=r)
-            for r, s in zip(rows, shims, strict=True)
-        ],
+        starts=[(r["company"], kind.history_key(Row(r))) for r in rows],
+        audit=[kind.change("create", after=r) for r in rows],
     )
-
-
-class Row:
-    """Attribute access over a plain dict, so Kind helpers work before a row is stored."""
-
-    def __init__(self, data: dict[str, str]):
-        self.__dict__.update(data)
 
 
 def apply_changes(
@@ -163,7 +153,7 @@ def _set_values(
 ) -> changes.Change:
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
-    entries: list[changes.AuditData] = []
+    entries: list[AuditData] = []
     for row in rows:
         before = kind.as_dict(row)
         diff = {f: v for f, v in values.items() if getattr(row, f) != v}
@@ -175,17 +165,7 @@ def _set_values(
             setattr(row, field, value)
         if "company" in diff:
             moved_to.append(kind.member(row))
-        entries.append(
-            changes.AuditData(
-                f"{kind.name}.{action}",
-                kind.target(row),
-                company=row.company,
-                before=before,
-                after=kind.as_dict(row),
-                other_company=before["company"] if "company" in diff else None,
-                detail=detail,
-            )
-        )
+        entries.append(kind.change(action, before, kind.as_dict(row), detail))
     try:
         session.flush()
     except IntegrityError as exc:
@@ -272,14 +252,5 @@ def _deleted(
         )
     return changes.Change(
         ends=[kind.member(r) for r in rows],
-        audit=[
-            changes.AuditData(
-                f"{kind.name}.delete",
-                kind.target(r),
-                company=r.company,
-                before=kind.as_dict(r),
-                detail=detail,
-            )
-            for r in rows
-        ],
+        audit=[kind.change("delete", before=kind.as_dict(r), detail=detail) for r in rows],
     )

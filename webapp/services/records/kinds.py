@@ -10,6 +10,7 @@ from typing import Any
 
 from ...models import Ddi, PhoneUser, RecordModel
 from ..fields import Part
+from ..history.audit import AuditData
 
 EDITABLE = ("virt_exten", "company")
 
@@ -45,6 +46,31 @@ class Kind:
         """How the audit log names the record: 'ddi 44:2071234567', 'user acme/ana.kim'."""
         return f"{self.name} {self.key_label(row)}"
 
+    def change(
+        self,
+        action: str,
+        before: dict[str, Any] | None = None,
+        after: dict[str, Any] | None = None,
+        detail: str | None = None,
+    ) -> AuditData:
+        """One record's create, update, link or delete as the change path records it: its audit
+        entry and change event name the record by its key, in the company it is in after the
+        change (before it, for a delete); a move also names the company it left. Every writer
+        of records (single and batch writes, bulk actions, the import) makes its entries here.
+        """
+        now = after if after is not None else before
+        assert now is not None, "a change has a before, an after, or both"
+        moved = before is not None and after is not None and before["company"] != after["company"]
+        return AuditData(
+            f"{self.name}.{action}",
+            self.target(Row(now)),
+            company=now["company"],
+            before=before,
+            after=after,
+            detail=detail,
+            other_company=before["company"] if moved and before is not None else None,
+        )
+
     @property
     def create_part(self) -> Part:
         return Part(allowed=self.fields, required=self.fields)
@@ -60,6 +86,13 @@ class Kind:
     @property
     def update_part(self) -> Part:
         return Part(allowed=EDITABLE, not_editable=self.keys, at_least_one=True)
+
+
+class Row:
+    """Attribute access over a plain dict, so Kind helpers work before a row is stored."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.__dict__.update(data)
 
 
 def stored_ddi(values: dict[str, str]) -> dict[str, str]:
