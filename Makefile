@@ -29,18 +29,22 @@ run: $(VENV)/.installed-run
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
+# Tests run in parallel, one process per core (pytest-xdist), each with a database of its own.
+WORKERS ?= auto
+PYTEST  := $(PY) -m pytest -n $(WORKERS)
+
 # The whole suite on SQLite, then again on PostgreSQL when TEST_DATABASE_URL is set.
 test: $(VENV)/.installed-dev
-	TEST_DATABASE_URL= $(PY) -m pytest $(PYTEST_ARGS)
+	TEST_DATABASE_URL= $(PYTEST) $(PYTEST_ARGS)
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
-		$(PY) -m pytest $(PYTEST_ARGS); \
+		$(PYTEST) $(PYTEST_ARGS); \
 	else \
 		echo "TEST_DATABASE_URL is not set: the PostgreSQL run was skipped."; \
 	fi
 
 # The quick subset: every test not marked slow, on SQLite only (under two minutes).
 test-fast: $(VENV)/.installed-dev
-	TEST_DATABASE_URL= $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	TEST_DATABASE_URL= $(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 $(VENV)/.installed-bench: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

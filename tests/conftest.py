@@ -24,6 +24,7 @@ from webapp import create_app
 from webapp.database import utcnow
 from webapp.extensions import db, limiter
 from webapp.models import EventCounter, RollupState
+from webapp.observability import logs
 
 from .databases import postgres_database
 from .factories import BASIC_ROLES, COMPANIES, Factory, World
@@ -129,18 +130,38 @@ def _isolate_requests(app) -> None:
     app.teardown_request(ended)
 
 
-@pytest.fixture
-def app(migrated, test_config):
+@pytest.fixture(scope="session")
+def shared_app(migrated, test_config):
+    """One app for the whole run: building one costs about 40 ms (Werkzeug compiles every
+    route), which thousands of tests would pay again and again. Each test gets it with the
+    configuration it started with (`app`); a test that needs other settings at creation builds
+    its own (observability.other_apps)."""
     app = create_app(dict(test_config))
     _isolate_requests(app)
+    # The process-wide state create_app sets, which another app made in a test replaces.
+    app.extensions["test.limiter_state"] = dict(vars(limiter))
+    return app
+
+
+@pytest.fixture
+def app(shared_app):
+    app = shared_app
+    config = dict(app.config)
+    vars(limiter).update(app.extensions["test.limiter_state"])
+    logs.configure(config["LOG_LEVEL"], config["LOG_FORMAT"])
     # Rate-limit counters live in the process-wide limiter: each test starts from zero.
     limiter.reset()
-    with app.app_context():
-        empty_all_tables()
-        yield app
-        db.session.remove()
-        empty_all_tables()
-        db.engine.dispose()
+    try:
+        with app.app_context():
+            empty_all_tables()
+            yield app
+            db.session.remove()
+            empty_all_tables()
+            db.engine.dispose()
+    finally:
+        # What a test changed in the configuration ends with it.
+        app.config.clear()
+        app.config.update(config)
 
 
 @pytest.fixture
