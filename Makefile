@@ -62,12 +62,14 @@ bench: $(VENV)/.installed-bench
 bench-smoke: $(VENV)/.installed-bench
 	$(PY) -m pytest -q tests/test_bench_smoke.py tests/test_bench_http.py
 
-# Style, types (mypy, configured in pyproject.toml) and complexity: no function in webapp/
+# Style, types (mypy, configured in pyproject.toml), the layers (import-linter's contracts in
+# pyproject.toml: no import upwards, no circle) and complexity: no function in webapp/
 # may rank worse than C in radon's cyclomatic complexity (radon itself always exits 0).
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	PYTHONPATH=. $(VENV)/bin/lint-imports --no-cache
 	@worse=$$($(VENV)/bin/radon cc --min D --show-complexity webapp); \
 	if [ -n "$$worse" ]; then echo "radon: functions ranked D or worse:"; echo "$$worse"; exit 1; fi
 

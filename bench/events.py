@@ -923,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.receiver:
         serve_receiver()
         return 0
-    from .run import ensure_data
+    from .data import ensure_data
 
     os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))

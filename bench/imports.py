@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     project, and BENCH_DATABASE_URL when set), as `make bench` prints them."""
     import argparse
 
-    from .run import ensure_data
+    from .data import ensure_data
     from .table import render
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -70,8 +70,8 @@ def _rollup_rows() -> dict[str, list[tuple]]:
 
 
 def assert_rollup_exact() -> None:
-    """The daily rollup and its sums (services/billing/rollup_sums.py) as the writers left them equal
-    a rebuild from the history alone."""
+    """The daily rollup and its sums (services/billing/_rollup_sums.py) as the writers left them
+    equal a rebuild from the history alone."""
     db.session.rollback()
     kept = _rollup_rows()
     for kind in rollups.KINDS:

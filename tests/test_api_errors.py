@@ -30,6 +30,8 @@ LEAKS = ("Traceback", "sqlalchemy", "SQLAlchemy", "SELECT", "INSERT", "psycopg",
 # Statuses where no field is at fault, so the envelope must not carry `fields`.
 FIELDLESS = {401, 404, 405, 413, 415, 429}
 MIB = 1024 * 1024
+
+
 class _Missing:
     """A field left out of a request (its repr names the test cases the same in every run)."""
 

@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 
 from webapp import create_app
 from webapp.access import Principal
-from webapp.backup import libpq_url
+from webapp.cli.backup import libpq_url
 from webapp.extensions import db, limiter
 from webapp.models import Ddi
 from webapp.services.billing import month_close

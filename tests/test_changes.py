@@ -19,10 +19,10 @@ def _writes(model: str) -> str:
 
 
 # Statements that write a table, and the only modules that may hold them: the storage steps
-# the change path calls (history/intervals.py, billing/rollups.py) and the demo seed, which invents a whole
-# history at once and then rebuilds the rollup from it.
+# the change path calls (history/intervals.py, billing/rollups.py) and the demo seed, which invents
+# a whole history at once and then rebuilds the rollup from it.
 TABLE_WRITES = {
-    _writes("HistoryInterval"): {"services/history/intervals.py", "demo.py"},
+    _writes("HistoryInterval"): {"services/history/intervals.py", "cli/demo.py"},
     _writes("DailyPeak"): {"services/billing/rollups.py"},
     # The change events and the counter their ids come from: recorded and pruned only there.
     _writes("Event"): {"services/events/journal.py"},

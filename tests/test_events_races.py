@@ -1,7 +1,7 @@
-"""Reading the change events while writers commit: never a gap, never a repeat (services/events/journal.py
-gives ids in commit order). Meant for PostgreSQL, where writers commit concurrently; on SQLite,
-whose writers take turns, the same tests run and must hold as well, except the one that needs
-two transactions recording at once."""
+"""Reading the change events while writers commit: never a gap, never a repeat
+(services/events/journal.py gives ids in commit order). Meant for PostgreSQL, where writers commit
+concurrently; on SQLite, whose writers take turns, the same tests run and must hold as well, except
+the one that needs two transactions recording at once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The one record read (services/records/record_query.py) without HTTP: the selection both the API read
-and the list pages build on (scope restriction, the fixed company, exact and prefix matching),
+"""The one record read (services/records/record_query.py) without HTTP: the selection both the API
+read and the list pages build on (scope restriction, the fixed company, exact and prefix matching),
 and `get`, the pages' one-record read."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from webapp.access import Principal
+from webapp.database import upper_bound
 from webapp.errors import Forbidden, NotFound
 from webapp.services.records import kinds, listing, record_query
 
@@ -51,10 +52,10 @@ def usernames(principal: Principal, filters: dict[str, str]) -> list[str]:
 
 
 def test_upper_bound_is_the_last_characters_successor():
-    assert record_query.upper_bound("19") == "1:"
-    assert record_query.upper_bound("9") == ":"
-    assert record_query.upper_bound("ab") == "ac"
-    assert record_query.upper_bound("a.") == "a/"
+    assert upper_bound("19") == "1:"
+    assert upper_bound("9") == ":"
+    assert upper_bound("ab") == "ac"
+    assert upper_bound("a.") == "a/"
 
 
 def test_prefix_matches_from_the_start_up_to_the_last_characters_successor(rows):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from webapp.access import Principal
 from webapp.errors import Invalid
 from webapp.extensions import db
-from webapp.services.billing import periods, report_days, reports, rollup_sums, rollups
+from webapp.services.billing import _rollup_sums, periods, report_days, reports, rollups
 
 from .factories import add_history
 from .test_report_exactness import histories, store
@@ -74,7 +74,7 @@ def check_ranking(kind: str, year: int, month: int) -> None:
         assert days == day_sums
         # And read from the sums kept beside the rollup (None only when some company's rows
         # go past the period's last day: a current month with writes stamped after today).
-        kept = rollup_sums.everyone_figures(db.session, kind, period)
+        kept = _rollup_sums.everyone_figures(db.session, kind, period)
         if kept is None:
             assert (year, month) == (TODAY.year, TODAY.month)
         else:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete, func, select
 
 from webapp.access import Principal
-from webapp.cli import history_rollup
+from webapp.cli.records import history_rollup
 from webapp.database import write_clock, write_transaction
 from webapp.errors import ServiceError
 from webapp.extensions import db

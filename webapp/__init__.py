@@ -132,6 +132,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         configure_engine(db.engine)
         # Log format and level, request ids and the access line, /metrics when configured.
         observability.init_app(app, db.engine)
+        from .observability import metrics
+        from .services.events import backlog
+
+        metrics.add_source(backlog.metrics)
         check_database_exists(db.engine)
 
     from . import (

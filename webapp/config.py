@@ -262,7 +262,8 @@ SETTINGS: tuple[Setting, ...] = (
     # `flask events prune` deletes change events (and webhook attempts) older than this.
     Setting("EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", "90", parse_retention),
     # A sign-in session ends after this long without a request, and this long after sign-in
-    # whatever its use (services/identity/signin.py; docs/operations.md#sessions says why these defaults).
+    # whatever its use (services/identity/signin.py; docs/operations.md#sessions says why these
+    # defaults).
     Setting("SESSION_IDLE_MINUTES", "SESSION_IDLE_MINUTES", "30", int_between(1, 7 * 24 * 60)),
     Setting("SESSION_MAX_HOURS", "SESSION_MAX_HOURS", "12", int_between(1, 30 * 24)),
     # Log lines (webapp/observability/logs.py): JSON lines or key=value text, and the least

@@ -236,3 +236,15 @@ def write_transaction(snapshot: bool = False) -> Iterator[Session]:
     except BaseException:
         session.rollback()
         raise
+
+
+def on_postgresql() -> bool:
+    """Whether the session's database is PostgreSQL (some queries take a faster form there)."""
+    return db.session.get_bind().dialect.name == "postgresql"
+
+
+def upper_bound(prefix: str) -> str:
+    """The least string after every string starting with `prefix`: its last character's
+    successor (fields are ASCII, so there is one). `prefix <= x < upper_bound(prefix)` is a
+    prefix match an index range can serve on any collation."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

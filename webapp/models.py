@@ -98,7 +98,8 @@ class Account(UserMixin, Model):
     # Bumped on disable and password change: sessions carry it, so old ones stop working at once.
     session_epoch: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    # The last successful password sign-in (services/identity/signin.py); API token use does not count.
+    # The last successful password sign-in (services/identity/signin.py); API token use does not
+    # count.
     last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime)
 
     admin_of: Mapped[list[Company]] = relationship(
@@ -122,7 +123,8 @@ class Account(UserMixin, Model):
 
     def get_id(self) -> str:
         """What flask-login keeps in the session cookie: the account, its session epoch and the
-        key of its sign-in session (services/identity/signin.py checks all three on every request)."""
+        key of its sign-in session (services/identity/signin.py checks all three on every
+        request)."""
         return f"{self.id}:{self.session_epoch}:{self.session_key or ''}"
 
 
@@ -264,8 +266,8 @@ class DailyPeak(Model):
     `peak` is the most records active at once that day, `level` how many are active at its end,
     and `last_at` the instant of its last event. A day without a row has no events: its level
     all day, and so its peak, is the `level` of the company's latest earlier row (0 if none).
-    Kept in the same transaction as each change (services/billing/rollups.py); days are local days in
-    the time zone RollupState names.
+    Kept in the same transaction as each change (services/billing/rollups.py); days are local days
+    in the time zone RollupState names.
     """
 
     __tablename__ = "daily_peaks"
@@ -284,7 +286,7 @@ class DailyPeak(Model):
 
 class RollupDay(Model):
     """Per (kind, local day) with rollup rows, what those rows change in the sum over every
-    company (services/billing/rollup_sums.py).
+    company (services/billing/_rollup_sums.py).
 
     For each daily_peaks row of the day, with `carried` the level of its company's previous row
     (0 if none): `rise` sums peak - carried and `change` sums level - carried. So the sum of
@@ -304,7 +306,7 @@ class RollupDay(Model):
 
 class RollupMonth(Model):
     """Per (kind, calendar month, company) with rollup rows in the month, the company's month
-    total so far (services/billing/rollup_sums.py).
+    total so far (services/billing/_rollup_sums.py).
 
     `through` is the sum of the company's daily peaks from the month's first day to `last_day`,
     the day of its last row in the month, whose end level is `level`; every later day of the
@@ -444,8 +446,9 @@ class ClosedFigures(Model):
 
 
 class EventCounter(Model):
-    """One row: the id of the last event committed (services/events/journal.py). Taken with an UPDATE
-    as the last statement of a transaction that records events, so ids follow commit order."""
+    """One row: the id of the last event committed (services/events/journal.py). Taken with an
+    UPDATE as the last statement of a transaction that records events, so ids follow commit
+    order."""
 
     __tablename__ = "event_counter"
 

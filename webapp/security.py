@@ -7,7 +7,6 @@ from flask_login import current_user
 from limits import parse
 
 from .extensions import limiter
-from .views.errors import error_page
 
 # No inline script or style anywhere: htmx and app.css come from static/, and htmx is told
 # not to inject its indicator <style> (base.html).
@@ -41,29 +40,7 @@ def add_headers(response: Response) -> Response:
     return response
 
 
-# The pages that take a file: they read the upload themselves, under their own size limit
-# (reading it here would apply the app's 1 MiB), and check the file's content.
-UPLOAD_ENDPOINTS = frozenset({"imports.upload"})
-
-
-def refuse_unreadable_input():
-    """Pages take url-encoded text only, except UPLOAD_ENDPOINTS. A NUL byte (PostgreSQL
-    refuses it in text, so it would surface as a 500 deep in a query) or an uploaded file is
-    answered 400 before any view. The API validates its JSON fields itself."""
-    if request.path.startswith("/rest/"):
-        return None
-    values = [*request.args.values(), *(request.view_args or {}).values()]
-    if request.method == "POST" and request.endpoint not in UPLOAD_ENDPOINTS:
-        if request.files:
-            return error_page(400, "This form takes text, not files.")
-        values += request.form.values()
-    if any("\x00" in str(value) for value in values):
-        return error_page(400, "The request holds a NUL character.")
-    return None
-
-
 def register(app: Flask) -> None:
-    app.before_request(refuse_unreadable_input)
     app.after_request(add_headers)
 
 

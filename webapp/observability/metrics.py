@@ -27,11 +27,10 @@ from typing import Any, ParamSpec, TypeVar
 from flask import Flask, Response, current_app, request
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
-from sqlalchemy import event, select
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -225,6 +224,17 @@ def metrics_view() -> Response:
     return Response(generate_latest(_Scrape()), content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
+# Metrics read afresh at each scrape from the application's state (the event backlog,
+# services/events/backlog.py), registered by create_app: this package sits below the services.
+SOURCES: list[Callable[[], Iterator[Metric]]] = []
+
+
+def add_source(source: Callable[[], Iterator[Metric]]) -> None:
+    """Read `source` at every scrape too (once, however many apps register it)."""
+    if source not in SOURCES:
+        SOURCES.append(source)
+
+
 class _Scrape:
     """What one scrape reads (a collector for generate_latest)."""
 
@@ -233,44 +243,5 @@ class _Scrape:
             yield from MultiProcessCollector(None, path=path).collect()
         else:
             yield from REGISTRY.collect()
-        yield from _backlog()
-
-
-def _backlog() -> Iterator[Metric]:
-    """The newest event id and, per webhook, how many events it is behind: newest minus its
-    cursor (an upper bound: events its filters leave out count too, until it passes them).
-    Two small queries: the event counter's one row, and the webhooks' cursors. With the
-    database unavailable, nothing (one log line): the other metrics matter most then."""
-    from ..errors import is_outage, outage_reason
-    from ..extensions import db
-    from ..models import Webhook
-    from ..services.events import journal
-
-    try:
-        newest = journal.newest()
-        rows = db.session.execute(select(Webhook.id, Webhook.cursor, Webhook.head_attempts)).all()
-    except SQLAlchemyError as exc:
-        db.session.rollback()
-        if not is_outage(exc):
-            raise
-        log.warning("metrics: the event backlog was not read: %s", outage_reason(exc))
-        return
-    db.session.rollback()  # end the read transaction
-    yield GaugeMetricFamily(
-        "telephony_events_newest_id", "The id of the newest change event committed.", newest
-    )
-    behind = GaugeMetricFamily(
-        "telephony_webhook_backlog_events",
-        "Events recorded after a webhook's cursor (newest event id minus its cursor).",
-        labels=["webhook"],
-    )
-    retrying = GaugeMetricFamily(
-        "telephony_webhook_retry_attempts",
-        "Failed attempts so far at the event a webhook is retrying (0: not retrying).",
-        labels=["webhook"],
-    )
-    for webhook_id, cursor, attempts in rows:
-        behind.add_metric([str(webhook_id)], max(newest - cursor, 0))
-        retrying.add_metric([str(webhook_id)], attempts or 0)
-    yield behind
-    yield retrying
+        for source in SOURCES:
+            yield from source()

@@ -1,16 +1,8 @@
-"""The JSON API under /rest/: parse the body, call a service, wrap the answer."""
+"""The JSON API under /rest/: parse the body, call a service, wrap the answer.
 
-from flask import Blueprint, current_app
+Each module registers its routes on the one blueprint (blueprint.py) when imported here."""
 
-from ..extensions import csrf, limiter
-from ..request_auth import rate_limit_key
+from . import call, docs, errors, events, imports, meta, openapi, ops  # noqa: F401
+from .blueprint import bp
 
-bp = Blueprint("rest", __name__, url_prefix="/rest")
-# CSRF applies only to cookie-authenticated writes; request_auth.api_principal checks it there.
-csrf.exempt(bp)
-# One bucket per caller for the whole API: the limit counts requests, whatever the endpoint.
-limiter.shared_limit(
-    lambda: current_app.config["API_RATE_LIMIT"], scope="api", key_func=rate_limit_key
-)(bp)
-
-from . import call, docs, errors, events, imports, meta, openapi, ops  # noqa: E402,F401  (routes register on import)
+__all__ = ["bp"]

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, jsonify, request
 
 from ..services.billing import closed_figures, month_close, report_query, reports
-from . import bp
+from .blueprint import bp
 from .ops import json_body, parse_envelope, require_principal
 
 

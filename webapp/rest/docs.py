@@ -17,7 +17,7 @@ from typing import Any
 from flask import render_template
 from markupsafe import Markup, escape
 
-from . import bp
+from .blueprint import bp
 from .openapi import served_document
 
 METHODS = ("get", "post", "put", "patch", "delete")

@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from ..errors import ERROR_CODES, RETRY_AFTER_SECONDS, ServiceError, is_outage, outage_reason
-from . import bp
+from .blueprint import bp
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Response, jsonify
 
 from ..services.events import feed
-from . import bp
+from .blueprint import bp
 from .ops import json_body, require_principal
 
 

@@ -6,7 +6,7 @@ from flask import jsonify, request
 
 from ..errors import Invalid, TooLarge, UnsupportedMedia
 from ..services.imports import ddi_import
-from . import bp
+from .blueprint import bp
 from .ops import require_principal
 
 DRY_RUN = {"1": True, "true": True, "0": False, "false": False}

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from ..errors import is_outage, outage_reason
 from ..extensions import db, limiter
 from ..request_auth import act_for_nobody
-from . import bp
+from .blueprint import bp
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from ..services.events import feed, journal
 from ..services.fields import FORMATS, MAX_DDI_DIGITS, Part
 from ..services.records import crud, ddis, record_query
 from ..services.records.kinds import KINDS, Kind
-from . import bp
+from .blueprint import bp
 from .errors import MESSAGES
 from .imports import DRY_RUN
 from .meta import API_LABEL, package_version

@@ -13,7 +13,7 @@ from ..errors import Invalid, Unauthorized
 from ..request_auth import api_principal
 from ..services.records import crud, ddis, record_query
 from ..services.records.kinds import KINDS, Kind
-from . import bp
+from .blueprint import bp
 
 # Routes take strict_slashes=False: scripts write /rest/ops/read and /rest/ops/read/ alike, and
 # a redirect would answer with HTML.

@@ -9,7 +9,7 @@ from sqlalchemy import ColumnElement, func, or_, select, true
 from sqlalchemy.exc import IntegrityError
 
 from ..access import CompanyScope, Principal, within
-from ..database import write_transaction
+from ..database import on_postgresql, upper_bound, write_transaction
 from ..errors import Conflict, Invalid, NotFound
 from ..extensions import db
 from ..models import Company, DailyPeak, Ddi, PhoneUser
@@ -17,7 +17,6 @@ from . import paging
 from .billing import rollups
 from .fields import check_format
 from .history import audit
-from .records.record_query import on_postgresql, upper_bound
 
 MAX_NAME = 200
 

@@ -51,6 +51,7 @@ def register(app: Flask) -> None:
         webhooks,
     )
     from .common import principal
+    from .errors import refuse_unreadable_input
     from .forms import FIELD_LABELS
 
     # pickers before companies: /companies/suggest is a static route, /companies/<id> is not
@@ -77,3 +78,4 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.jinja_env.filters["num"] = number
     app.add_url_rule("/", "index", index)
+    app.before_request(refuse_unreadable_input)

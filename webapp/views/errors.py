@@ -1,7 +1,8 @@
 """The pages' error answers: an error page with a status, one sentence and a way back.
 
 Registered on the app (see `webapp.register_error_handlers`), so they also answer what no page
-blueprint routed: unknown addresses, refused methods, the NUL/file guard in security.py.
+blueprint routed: unknown addresses, refused methods, and what `refuse_unreadable_input`
+turns away before any page sees it.
 """
 
 from __future__ import annotations
@@ -102,3 +103,24 @@ HANDLERS: dict[type[Exception], Callable[[Any], ResponseReturnValue]] = {
     StorageError: _database_error,  # the rate-limit store: an outage like the database's
     Exception: _unexpected,
 }
+
+
+# The pages that take a file: they read the upload themselves, under their own size limit
+# (reading it here would apply the app's 1 MiB), and check the file's content.
+UPLOAD_ENDPOINTS = frozenset({"imports.upload"})
+
+
+def refuse_unreadable_input():
+    """Pages take url-encoded text only, except UPLOAD_ENDPOINTS. A NUL byte (PostgreSQL
+    refuses it in text, so it would surface as a 500 deep in a query) or an uploaded file is
+    answered 400 before any view. The API validates its JSON fields itself."""
+    if request.path.startswith("/rest/"):
+        return None
+    values = [*request.args.values(), *(request.view_args or {}).values()]
+    if request.method == "POST" and request.endpoint not in UPLOAD_ENDPOINTS:
+        if request.files:
+            return error_page(400, "This form takes text, not files.")
+        values += request.form.values()
+    if any("\x00" in str(value) for value in values):
+        return error_page(400, "The request holds a NUL character.")
+    return None

@@ -1,7 +1,8 @@
 """The DDI import page, /ddis/import: upload, preview, confirm (docs/import.md).
 
-The services decide everything (services/imports/ddi_import.py, services/imports/import_previews.py); this
-module reads the upload within its own size limit and renders the plan.
+The services decide everything (services/imports/ddi_import.py,
+services/imports/import_previews.py); this module reads the upload within its own size limit and
+renders the plan.
 """
 
 from __future__ import annotations

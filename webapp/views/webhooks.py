@@ -2,8 +2,8 @@
 (docs/pages.md#webhooks, docs/events.md#webhooks).
 
 Every rule (who may, what is a valid URL, event type or company, what may be redelivered) is
-services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret is
-shown once, in the answer to the POST that created the webhook (never in a flash cookie, never
+services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret
+is shown once, in the answer to the POST that created the webhook (never in a flash cookie, never
 on a later page), marked not to be cached.
 """
 

@@ -16,11 +16,10 @@ from zoneinfo import ZoneInfo
 from flask import current_app
 from sqlalchemy import ColumnElement, Select, and_, case, func, or_, select
 
-from ...access import Principal
+from ...access import Principal, within
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import Company, HistoryInterval
-from .. import companies as company_service
 from ..fields import ISO_DATE, check_format
 from . import day_peak, periods
 from .reports import ANSWER_KEYS, MIN_YEAR
@@ -55,7 +54,10 @@ def reportable_companies(principal: Principal) -> list[Company]:
     Forbidden when the principal has no report permission at all.
     """
     principal.require_report()
-    return company_service.listed(principal.reportable_companies())
+    scope = principal.reportable_companies()
+    return list(
+        db.session.scalars(select(Company).where(within(Company.id, scope)).order_by(Company.id))
+    )
 
 
 def day_detail(

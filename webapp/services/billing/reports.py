@@ -42,7 +42,7 @@ from ...extensions import db
 from ...models import Company, HistoryInterval
 from ...observability.metrics import REPORT_SECONDS, timed, timed_report
 from ..fields import check_format, parse_int
-from . import closed_figures, periods, rollup_sums, rollups
+from . import _rollup_sums, closed_figures, periods, rollups
 
 ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
@@ -324,7 +324,7 @@ def _month_figures(
         return closed_figures.month_figures(db.session(), close, kind, companies)
     if _rollup_ready(kind):
         if companies is None:
-            figures = rollup_sums.everyone_figures(db.session(), kind, period)
+            figures = _rollup_sums.everyone_figures(db.session(), kind, period)
             if figures is not None:
                 return figures
         return rollups.month_figures(db.session(), kind, period, companies)

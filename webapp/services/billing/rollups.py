@@ -54,7 +54,7 @@ from ...access import Principal
 from ...database import utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
 from ..history import audit, intervals
-from . import day_peak, periods, rollup_sums
+from . import _rollup_sums, day_peak, periods
 
 KINDS = ("ddi", "user")
 
@@ -106,10 +106,10 @@ def record_changes(
     tz = periods.zone(zone_name)
     day = periods.today_in(tz, at)
     day_start = periods.local_midnight_utc(day, tz)
-    days = rollup_sums.DayDeltas()
+    days = _rollup_sums.DayDeltas()
     companies = sorted(set(ends) | set(starts))
     latest = _latest_rows(session, kind, companies)
-    grown: list[rollup_sums.Extend] = []
+    grown: list[_rollup_sums.Extend] = []
     same_day: list[dict] = []  # the day's row exists: it grows
     new_day: list[dict] = []  # the company's first row of the day
     late: dict[str, date] = {}  # out of order: rebuilt from the history instead
@@ -124,7 +124,9 @@ def record_changes(
             peak = max(row.peak, level)
             same_day.append({"p_company": company, "p_peak": peak, "p_level": level})
             grown.append(
-                rollup_sums.Extend(company, day, peak, level, (row.peak, row.level), row.level, day)
+                _rollup_sums.Extend(
+                    company, day, peak, level, (row.peak, row.level), row.level, day
+                )
             )
         else:
             carry = 0 if row is None else row.level
@@ -142,7 +144,7 @@ def record_changes(
                 }
             )
             grown.append(
-                rollup_sums.Extend(
+                _rollup_sums.Extend(
                     company, day, peak, level, None, carry, None if row is None else row.day
                 )
             )
@@ -153,10 +155,10 @@ def record_changes(
         )
     if new_day:
         session.execute(DailyPeak.__table__.insert(), new_day)
-    rollup_sums.extend(session, kind, grown, days)
+    _rollup_sums.extend(session, kind, grown, days)
     for company, since in late.items():
         _rebuild(session, kind, {company: since}, tz, days)
-    rollup_sums.add_days(session, kind, days)
+    _rollup_sums.add_days(session, kind, days)
 
 
 # Spelled out (not through an alias) so tests/test_changes.py's scan of writers sees it.
@@ -208,7 +210,7 @@ _LATEST_PG = text(
 
 
 def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: ZoneInfo) -> int:
-    """Recompute kind's rows, and their sums (rollup_sums), from the history: for each company
+    """Recompute kind's rows, and their sums (_rollup_sums), from the history: for each company
     in `starts` from its date on, or, with `starts` None, everything (and record `tz` as the
     rollup's zone). Returns rows written.
 
@@ -216,9 +218,9 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
     company's start date are kept (the history before it is unchanged by the caller's
     contract, e.g. an import writes only intervals that start on or after it).
     """
-    days = rollup_sums.DayDeltas()
+    days = _rollup_sums.DayDeltas()
     written = _rebuild(session, kind, starts, tz, days)
-    rollup_sums.add_days(session, kind, days)
+    _rollup_sums.add_days(session, kind, days)
     return written
 
 
@@ -227,13 +229,13 @@ def _rebuild(
     kind: str,
     starts: dict[str, date] | None,
     tz: ZoneInfo,
-    days: rollup_sums.DayDeltas,
+    days: _rollup_sums.DayDeltas,
 ) -> int:
     """rebuild, collecting a partial rebuild's day sums into `days` for the caller to apply
     (once per rollup step, in day order)."""
     h = HistoryInterval
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
-    replaced: dict[str, tuple[list[rollup_sums.Row], int]] = {}  # partial: old rows, carried
+    replaced: dict[str, tuple[list[_rollup_sums.Row], int]] = {}  # partial: old rows, carried
     if starts is None:
         session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
         query = (
@@ -260,7 +262,7 @@ def _rebuild(
             ],
         )
     if starts is None:
-        rollup_sums.derive(session, kind, ((c, d, p, lv) for c, d, p, lv, _ in out))
+        _rollup_sums.derive(session, kind, ((c, d, p, lv) for c, d, p, lv, _ in out))
         state = session.get(RollupState, kind)
         if state is None:
             session.add(RollupState(kind=kind, timezone=tz.key, built_at=utcnow()))
@@ -268,11 +270,11 @@ def _rebuild(
             state.timezone, state.built_at = tz.key, utcnow()
         session.flush()
     else:
-        new: dict[str, list[rollup_sums.Row]] = {company: [] for company in replaced}
+        new: dict[str, list[_rollup_sums.Row]] = {company: [] for company in replaced}
         for c, d, p, lv, _ in out:
             new[c].append((d, p, lv))
         for company, (old, carried) in replaced.items():
-            rollup_sums.replace(
+            _rollup_sums.replace(
                 session, kind, company, starts[company], old, new[company], carried, days
             )
     return len(out)
@@ -295,7 +297,7 @@ def _partial_groups(
     starts: dict[str, date],
     tz: ZoneInfo,
     real,
-    replaced: dict[str, tuple[list[rollup_sums.Row], int]],
+    replaced: dict[str, tuple[list[_rollup_sums.Row], int]],
 ):
     """Per company, the events from its start date's midnight on; rows from then on dropped,
     and kept in `replaced` with the level carried into the start date (for the sums)."""

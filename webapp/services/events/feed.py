@@ -1,7 +1,7 @@
 """Reading the change events: POST /rest/events/read and the webhook deliveries (docs/events.md).
 
-Events are read in id order after a given id. Ids follow commit order (services/events/journal.py), so
-a reader that asks for what follows the last id it has seen never misses an event.
+Events are read in id order after a given id. Ids follow commit order (services/events/journal.py),
+so a reader that asks for what follows the last id it has seen never misses an event.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Create, read, update and delete for DDIs and phone users, under one set of rules.
 
 A `Kind` (kinds.py) describes what differs between the two (model, key fields, who may create);
-everything else (validation, authorization, conflicts) is written once here, and every write reaches the
-history, the rollup and the audit log through the change path (changes.py).
+everything else (validation, authorization, conflicts) is written once here, and every write
+reaches the history, the rollup and the audit log through the change path (changes.py).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Integer, Select, func, select, tuple_, union
 
 from ...access import Principal
+from ...database import on_postgresql
 from ...errors import Invalid
 from ...extensions import db
 from ...models import extension_order, padded_extension
@@ -220,7 +221,7 @@ class _View:
         self.descending = descending
         self.per_page = per_page
         self.counted = counted
-        self.postgresql = record_query.on_postgresql()
+        self.postgresql = on_postgresql()
         # A fixed company (see record_query) drops out of the order (a constant), so the order
         # is a range of a (company, order fields) index.
         self.company = selection.company

@@ -41,6 +41,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
+from ...database import on_postgresql, upper_bound
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ..fields import MAX_DDI_DIGITS, Part, parse_int, parse_part
@@ -114,10 +115,6 @@ class Selection:
         return _q_branches(self.shape)[1]
 
 
-def on_postgresql() -> bool:
-    return db.session.get_bind().dialect.name == "postgresql"
-
-
 def table(kind: Kind) -> Table:
     return kind.model.__table__
 
@@ -126,12 +123,6 @@ def exact(kind: Kind, values: Mapping[str, Any]) -> list[ColumnElement[bool]]:
     """Each field equal to its value (a value or a bound parameter)."""
     columns = table(kind).c
     return [columns[f] == v for f, v in values.items()]
-
-
-def upper_bound(prefix: str) -> str:
-    """The least string after every string starting with `prefix`: its last character's
-    successor (fields are ASCII, so there is one)."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def select_rows(

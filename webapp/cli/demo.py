@@ -15,16 +15,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import click
 from flask import current_app
 from sqlalchemy import insert, select
 
-from .access import Principal
-from .database import utcnow, write_transaction
-from .models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
-from .services.billing import periods, rollups
-from .services.history import audit
-from .services.identity import accounts
-from .services.records import kinds
+from ..access import Principal
+from ..database import utcnow, write_transaction
+from ..models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
+from ..services.billing import periods, rollups
+from ..services.history import audit
+from ..services.identity import accounts
+from ..services.records import kinds
+from .common import Group, friendly, operator
 
 COMPANIES = [
     ("acme", "Acme Telecom Ltd", 110),
@@ -111,7 +113,7 @@ def _read_logins() -> list[str]:
 
 def seed(principal: Principal) -> tuple[bool, list[str]]:
     """Load the demo data once. Returns (loaded now?, sign-in lines to print)."""
-    from .extensions import db
+    from ..extensions import db
 
     if db.session.scalar(select(AuditEntry.id).where(AuditEntry.action == "demo.seed").limit(1)):
         return False, _read_logins()
@@ -212,3 +214,18 @@ def _load_records(principal: Principal) -> None:
                 )
             ],
         )
+
+
+demo_cli = Group("demo", help="Demo data.")
+
+
+@demo_cli.command("seed")
+@friendly
+def demo_seed() -> None:
+    """Load demo companies, accounts, DDIs, phone users and three months of history (idempotent)."""
+    seeded, logins = seed(operator())
+    click.echo("Loaded the demo data." if seeded else "Demo data already present; nothing loaded.")
+    if logins:
+        click.echo("Demo sign-in accounts (username / password / grants):")
+        for line in logins:
+            click.echo("  " + line)

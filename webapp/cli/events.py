@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from flask import current_app
 
-from .cli import Group, _operator, friendly
-from .extensions import db
+from ..extensions import db
+from .common import Group, friendly, operator
 
 webhooks_cli = Group("webhooks", help="Manage the webhooks the change events go to.")
 events_cli = Group("events", help="Deliver and prune the change events.")
@@ -19,9 +19,9 @@ events_cli = Group("events", help="Deliver and prune the change events.")
 @friendly
 def webhooks_create(url: str, types: tuple[str, ...], companies: tuple[str, ...]) -> None:
     """Register a webhook; its signing secret is printed alone on the last line, once."""
-    from .services.events import webhooks
+    from ..services.events import webhooks
 
-    hook, secret = webhooks.create(_operator(), url, types, companies)
+    hook, secret = webhooks.create(operator(), url, types, companies)
     click.echo(f"Created webhook {hook.id} for {hook.url}. Signing secret (shown once):")
     click.echo(secret)
 
@@ -30,9 +30,9 @@ def webhooks_create(url: str, types: tuple[str, ...], companies: tuple[str, ...]
 @friendly
 def webhooks_list() -> None:
     """One line per webhook: id, URL, what it receives, how far its delivery is."""
-    from .services.events import webhooks
+    from ..services.events import webhooks
 
-    hooks = webhooks.listed(_operator())
+    hooks = webhooks.listed(operator())
     if not hooks:
         click.echo("No webhook is registered.")
     for hook in hooks:
@@ -52,9 +52,9 @@ def webhooks_list() -> None:
 @friendly
 def webhooks_delete(webhook_id: int) -> None:
     """Delete a webhook: nothing more is sent to it."""
-    from .services.events import webhooks
+    from ..services.events import webhooks
 
-    webhooks.delete_webhook(_operator(), webhook_id)
+    webhooks.delete_webhook(operator(), webhook_id)
     click.echo(f"Deleted webhook {webhook_id}.")
 
 
@@ -75,7 +75,7 @@ def webhooks_delete(webhook_id: int) -> None:
 @friendly
 def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
     """POST the change events to the webhooks, signed, in order, until stopped (SIGTERM)."""
-    from .services.events import delivery
+    from ..services.events import delivery
 
     # Its log lines are the app's (LOG_FORMAT, LOG_LEVEL: create_app set them up).
     if metrics_port:
@@ -99,7 +99,7 @@ def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
 @friendly
 def events_prune(days: str | None) -> None:
     """Delete the change events, and webhook attempts, older than the retention."""
-    from .services.events import journal
+    from ..services.events import journal
 
     kept = journal.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
     deleted = journal.prune(kept)

@@ -31,8 +31,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from .cli import Command, friendly
-from .database import SQLITE_BUSY_TIMEOUT_MS
+from ..database import SQLITE_BUSY_TIMEOUT_MS
+from .common import Command, friendly
 
 # The busy timeout of the backup's connection to the source, the app's own: in WAL mode
 # starting a read waits only in rare moments (another connection recovering or resetting the
@@ -184,7 +184,7 @@ def _sqlite_revision(connection: sqlite3.Connection) -> str | None:
 
 
 def _postgresql_revision() -> str | None:
-    from .extensions import db
+    from ..extensions import db
 
     try:
         with db.engine.connect() as conn:
