@@ -147,7 +147,7 @@ def test_bom_crlf_quotes_spaces_and_blank_lines_are_read_as_a_spreadsheet_writes
 def test_a_cell_the_download_neutralised_is_read_back_as_it_was(world, factory):
     factory.company("-dash")
     factory.ddi("44", "2070000009", "-dash", "9")
-    # The CSV download writes a company starting with '-' as "'-dash" (csv_safe).
+    # The CSV download writes a company starting with '-' as "'-dash" (views/downloads.py).
     plan = run_import(csv_bytes("44,2070000009,9,'-dash"))
     assert plan.unchanged == 1
 

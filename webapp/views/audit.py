@@ -8,22 +8,18 @@ With htmx the answer is only the rows partial.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
 from typing import Any
 
-from flask import Blueprint, Response, render_template, request, stream_with_context, url_for
+from flask import Blueprint, render_template, request, url_for
 from flask_login import login_required
 from wtforms import Form, StringField
 
 from ..access import Principal
 from ..errors import Invalid, ServiceError
 from ..services.history import audit, audit_query
-from . import pickers
+from . import downloads, pickers
 from .audit_values import changes, changes_text
 from .common import is_htmx, page_args, principal
-from .csv_safe import neutralise
 from .forms import form_error
 
 bp = Blueprint("audit", __name__)
@@ -115,7 +111,6 @@ def _position() -> dict[str, Any]:
 
 
 CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
-CSV_FLUSH = 500  # rows written between two chunks of the response
 
 
 @bp.get("/audit.csv")
@@ -129,28 +124,17 @@ def csv_download():
     filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
     entries = audit.export(me, **filters)  # checks access and filters before streaming
 
-    def lines() -> Iterator[str]:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(CSV_COLUMNS)
-        for n, e in enumerate(entries, 1):
-            cells = (
-                e.at.strftime("%Y-%m-%d %H:%M:%S"),
-                e.actor,
-                e.via,
-                e.action,
-                e.target,
-                e.company or "",
-                changes_text(e.before, e.after),
-                e.detail or "",
-            )
-            writer.writerow([neutralise(c) for c in cells])
-            if n % CSV_FLUSH == 0:
-                yield out.getvalue()
-                out.seek(0)
-                out.truncate()
-        yield out.getvalue()
-
-    response = Response(stream_with_context(lines()), mimetype="text/csv")
-    response.headers["Content-Disposition"] = "attachment; filename=audit.csv"
-    return response
+    rows = (
+        (
+            e.at.strftime("%Y-%m-%d %H:%M:%S"),
+            e.actor,
+            e.via,
+            e.action,
+            e.target,
+            e.company or "",
+            changes_text(e.before, e.after),
+            e.detail or "",
+        )
+        for e in entries
+    )
+    return downloads.csv_download("audit.csv", CSV_COLUMNS, rows)

@@ -9,9 +9,6 @@ and lay the numbers out.
 from __future__ import annotations
 
 import calendar
-import csv
-import io
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -19,13 +16,11 @@ from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
-    Response,
     current_app,
     make_response,
     redirect,
     render_template,
     request,
-    stream_with_context,
     url_for,
 )
 from flask_login import login_required
@@ -35,7 +30,7 @@ from ..errors import Invalid
 from ..services.billing import periods, report_days, report_query, reports
 from . import months, pickers
 from .common import is_htmx, principal
-from .csv_safe import neutralise
+from .downloads import csv_download
 from .errors import error_page
 
 bp = Blueprint("reports", __name__, url_prefix="/reports")
@@ -371,41 +366,19 @@ def _csv(kind: str):
     per_day_key, month_key = reports.ANSWER_KEYS[kind]
     dates = [d.day.isoformat() for d in period.days]
 
-    def lines() -> Iterator[str]:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(
-            ["company", "name", *dates, "billable_days_for_month", "billable_days_per_day"]
-        )
-        for n, (company_id, entry) in enumerate(pairs, 1):
-            writer.writerow(
-                [
-                    neutralise(company_id),
-                    neutralise(entry["name"]),
-                    *(str(entry["dates"][d]) for d in dates),
-                    str(entry[month_key]),
-                    f"{entry[per_day_key]:.4f}",
-                ]
-            )
-            if n % 500 == 0:
-                yield _drain(out)
-        yield _drain(out)
-
-    stem = FILE_STEMS[kind]
-    return _download(lines(), f"{stem}-{period.year:04d}-{period.month:02d}.csv")
-
-
-def _drain(out: io.StringIO) -> str:
-    text = out.getvalue()
-    out.seek(0)
-    out.truncate()
-    return text
-
-
-def _download(lines: Iterator[str], name: str) -> Response:
-    response = Response(stream_with_context(lines), mimetype="text/csv")
-    response.headers["Content-Disposition"] = f"attachment; filename={name}"
-    return response
+    header = ["company", "name", *dates, "billable_days_for_month", "billable_days_per_day"]
+    rows = (
+        [
+            company_id,
+            entry["name"],
+            *(str(entry["dates"][d]) for d in dates),
+            str(entry[month_key]),
+            f"{entry[per_day_key]:.4f}",
+        ]
+        for company_id, entry in pairs
+    )
+    name = f"{FILE_STEMS[kind]}-{period.year:04d}-{period.month:02d}.csv"
+    return csv_download(name, header, rows)
 
 
 @bp.get("/ddis.csv")
@@ -484,29 +457,20 @@ def _day_csv(kind: str):
         me, kind, request.args.get("company", ""), request.args.get("date", "")
     )
 
-    def lines() -> Iterator[str]:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(
-            [DAY_CSV_KEYS[kind], "from", "until", "from_day_before", "continues", "at_peak"]
-        )
-        for n, r in enumerate(records, 1):
-            writer.writerow(
-                [
-                    neutralise(r.key),
-                    r.start.isoformat(),
-                    r.end.isoformat(),
-                    _yes(r.from_before),
-                    _yes(r.continues),
-                    _yes(r.at_peak),
-                ]
-            )
-            if n % 1000 == 0:
-                yield _drain(out)
-        yield _drain(out)
-
+    header = [DAY_CSV_KEYS[kind], "from", "until", "from_day_before", "continues", "at_peak"]
+    rows = (
+        [
+            r.key,
+            r.start.isoformat(),
+            r.end.isoformat(),
+            _yes(r.from_before),
+            _yes(r.continues),
+            _yes(r.at_peak),
+        ]
+        for r in records
+    )
     name = f"{FILE_STEMS[kind]}-{detail.company}-{detail.day.isoformat()}.csv"
-    return _download(lines(), name)
+    return csv_download(name, header, rows)
 
 
 def _yes(flag: bool) -> str:

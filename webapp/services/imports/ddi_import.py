@@ -51,8 +51,9 @@ SAMPLES = 100  # changes of each kind a preview shows
 # Rows read, checked and written together: each chunk costs a few statements, so larger chunks
 # mean fewer round trips; the lookups are split further where SQLite needs (intervals.chunks).
 CHUNK = 2000
-# What the CSV downloads put before a cell a spreadsheet would run as a formula (csv_safe);
-# the import takes such a cell back as it was, so a download imports back unchanged.
+# What the CSV downloads put before a cell a spreadsheet would run as a formula
+# (views/downloads.py); the import takes such a cell back as it was, so a download imports back
+# unchanged.
 _NEUTRALISED = ("'=", "'+", "'-", "'@")
 
 # A source opens the file afresh, as bytes, each time it is called: it is read twice.
