@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from flask import jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..errors import Invalid, TooLarge, UnsupportedMedia
+from ..request_body import read_body
 from ..services.imports import ddi_import
 from .blueprint import bp
 from .ops import require_principal
@@ -21,29 +23,14 @@ def import_ddis():
     dry_run = request.args.get("dry_run", "0").strip().lower()
     if dry_run not in DRY_RUN:
         raise Invalid("'dry_run' must be 1 or 0.", {"dry_run": "must be 1 or 0"})
-    data = _body(ddi_import.MAX_BYTES)
+    limit = ddi_import.MAX_BYTES
+    try:
+        data = read_body(limit)
+    except RequestEntityTooLarge:
+        raise TooLarge(f"An import body holds at most {limit // (1024 * 1024)} MiB.") from None
     source = ddi_import.bytes_source(data)
     if DRY_RUN[dry_run]:
         outcome = ddi_import.plan(principal, source)
     else:
         outcome = ddi_import.apply(principal, source)
     return jsonify({"result": "success", **outcome.as_json()})
-
-
-def _body(limit: int) -> bytes:
-    """The body, or 413 past `limit` (with or without a Content-Length)."""
-    too_large = TooLarge(f"An import body holds at most {limit // (1024 * 1024)} MiB.")
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
-    request.max_content_length = limit  # this request's own limit, instead of the API's 1 MiB
-    stream = request.stream
-    chunks, size = [], 0
-    while size <= limit:
-        chunk = stream.read(min(1 << 20, limit + 1 - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    if size > limit:
-        raise too_large
-    return b"".join(chunks)

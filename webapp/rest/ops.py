@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 from flask import current_app, jsonify, request
-from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
+from werkzeug.exceptions import UnsupportedMediaType
 
 from ..access import Principal
 from ..errors import Invalid, Unauthorized
 from ..request_auth import api_principal
+from ..request_body import read_body
 from ..services.records import crud, ddis, record_query
 from ..services.records.kinds import KINDS, Kind
 from .blueprint import bp
@@ -41,7 +42,7 @@ def json_body() -> dict[str, Any]:
     """The request body as a JSON object, or the matching 415/413/400."""
     if not request.is_json:
         raise UnsupportedMediaType()
-    raw = _read_body(current_app.config["MAX_CONTENT_LENGTH"])
+    raw = read_body(current_app.config["MAX_CONTENT_LENGTH"])
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8, huge ints, deep nesting
@@ -49,25 +50,6 @@ def json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Invalid("The body must be a JSON object.")
     return body
-
-
-def _read_body(limit: int) -> bytes:
-    """The body, or 413 past `limit`. With Content-Length, Werkzeug refuses an oversized body
-    itself; a chunked body has no length, and Werkzeug's guard would silently cut it at the
-    limit (a truncated document then looks like bad JSON), so it is read here to limit + 1."""
-    if request.content_length is not None or not request.environ.get("wsgi.input_terminated"):
-        return request.get_data(cache=False)
-    stream = request.environ["wsgi.input"]
-    chunks, size = [], 0
-    while size <= limit:
-        chunk = stream.read(limit + 1 - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    if size > limit:
-        raise RequestEntityTooLarge()
-    return b"".join(chunks)
 
 
 def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str:

@@ -15,6 +15,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..errors import ServiceError
 from ..extensions import csrf
+from ..request_body import allow_body
 from ..services.imports import ddi_import, import_previews
 from .common import principal
 from .forms import ConfirmForm
@@ -59,9 +60,7 @@ def upload():
         return _upload_page(UploadForm())
     limit = ddi_import.MAX_BYTES + FORM_OVERHEAD
     try:
-        if request.content_length is not None and request.content_length > limit:
-            raise RequestEntityTooLarge()
-        request.max_content_length = limit
+        allow_body(limit)
         form = UploadForm()
     except RequestEntityTooLarge:
         _drain()
