@@ -9,9 +9,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
 from webapp.extensions import db
+from webapp.models import Ddi
 
 from .invariants import assert_history_consistent
 
@@ -217,3 +218,33 @@ def test_a_chunked_body_over_one_mib_is_413_not_bad_json(live_server, root):
         # Under the limit the body is read whole: the fault found is the unknown field.
         if expected == 400:
             assert payload["error"]["fields"] == {"pad": "unknown field"}
+
+
+@pytest.mark.slow
+def test_a_chunked_import_body_over_its_limit_is_413_and_imports_nothing(
+    live_server, root, monkeypatch
+):
+    import http.client
+
+    from webapp.services.imports import ddi_import
+
+    monkeypatch.setattr(ddi_import, "MAX_BYTES", 1024 * 1024)
+    host, port = live_server.removeprefix("http://").split(":")
+    row = b"44,2070000000,100,acme\n"
+    body = b"dialcode,number,virt_exten,company\n" + row * (1024 * 1024 // len(row) + 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/rest/ops/import/")
+    conn.putheader("Authorization", f"Bearer {root.token}")
+    conn.putheader("Content-Type", "text/csv")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    for i in range(0, len(body), 65536):
+        piece = body[i : i + 65536]
+        conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+    conn.send(b"0\r\n\r\n")
+    response = conn.getresponse()
+    payload = json.loads(response.read())
+    conn.close()
+    assert response.status == 413, payload
+    assert payload["error"]["message"] == "An import body holds at most 1 MiB."
+    assert db.session.scalar(select(func.count()).select_from(Ddi)) == 0
