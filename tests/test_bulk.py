@@ -15,7 +15,7 @@ from webapp.access import Principal
 from webapp.errors import Conflict, Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, PhoneUser
-from webapp.services.records import bulk, kinds
+from webapp.services.records import bulk, crud, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
@@ -56,7 +56,7 @@ def test_move_all_matching_the_filters(world):
     plan = bulk.preview(ROOT, DDI_KIND, target, "move", INITECH)
     assert plan.count == 6 and plan.by_company == [(ACME, 6)]
     assert plan.sample[0]["number"] == "2070000000"
-    assert bulk.apply(ROOT, DDI_KIND, target, "move", 6, INITECH) == 6
+    assert bulk.apply(ROOT, DDI_KIND, target, "move", plan.fingerprint, INITECH) == 6
     assert sum(c == INITECH for c in companies_of().values()) == 6
     assert_history_consistent()
     details = set(
@@ -69,7 +69,7 @@ def test_move_the_ticked_rows_and_leave_those_already_there(world):
     target = bulk.Target(keys=("44:2070000001", "33:100000000", "44:2070000002"))
     plan = bulk.preview(ROOT, DDI_KIND, target, "move", GLOBEX)
     assert plan.count == 2  # 33:100000000 is in globex already
-    bulk.apply(ROOT, DDI_KIND, target, "move", 2, GLOBEX)
+    bulk.apply(ROOT, DDI_KIND, target, "move", plan.fingerprint, GLOBEX)
     moved = companies_of()
     assert moved["44:2070000001"] == moved["44:2070000002"] == GLOBEX
     assert moved["44:2070000000"] == ACME
@@ -77,8 +77,9 @@ def test_move_the_ticked_rows_and_leave_those_already_there(world):
 
 def test_the_number_search_selects_too(world):
     target = bulk.Target(filters={"q": "+33"})
-    assert bulk.preview(ROOT, DDI_KIND, target, "delete").count == 3
-    assert bulk.apply(ROOT, DDI_KIND, target, "delete", 3) == 3
+    plan = bulk.preview(ROOT, DDI_KIND, target, "delete")
+    assert plan.count == 3
+    assert bulk.apply(ROOT, DDI_KIND, target, "delete", plan.fingerprint) == 3
     assert not any(k.startswith("33:") for k in companies_of())
     assert_history_consistent()
 
@@ -89,8 +90,34 @@ def test_a_changed_selection_is_refused_with_the_new_count(world, factory):
     factory.ddi("44", "2070000099", ACME)
     before = snapshot()
     with pytest.raises(bulk.Changed) as changed:
-        bulk.apply(ROOT, DDI_KIND, target, "delete", plan.count)
+        bulk.apply(ROOT, DDI_KIND, target, "delete", plan.fingerprint)
     assert changed.value.preview.count == plan.count + 1
+    assert snapshot() == before
+
+
+def test_a_selection_changed_to_other_records_of_the_same_count_is_refused(world, factory):
+    """One record swapped for another between preview and apply: the count holds, the
+    records do not, so nothing is changed."""
+    target = bulk.Target(filters={"company": ACME})
+    plan = bulk.preview(ROOT, DDI_KIND, target, "delete")
+    factory.ddi("44", "2070000099", ACME)
+    crud.delete_rows(ROOT, kinds.DDI, {"dialcode": "44", "number": "2070000000", "company": ACME})
+    before = snapshot()
+    with pytest.raises(bulk.Changed) as changed:
+        bulk.apply(ROOT, DDI_KIND, target, "delete", plan.fingerprint)
+    assert changed.value.preview.count == plan.count
+    assert changed.value.preview.fingerprint != plan.fingerprint
+    assert snapshot() == before
+
+
+def test_a_record_edited_since_the_preview_is_refused(world):
+    target = bulk.Target(filters={"company": ACME})
+    plan = bulk.preview(ROOT, DDI_KIND, target, "move", GLOBEX)
+    scope = {"dialcode": "44", "number": "2070000001", "company": ACME}
+    crud.update(ROOT, kinds.DDI, scope, {"virt_exten": "999"})
+    before = snapshot()
+    with pytest.raises(bulk.Changed):
+        bulk.apply(ROOT, DDI_KIND, target, "move", plan.fingerprint, GLOBEX)
     assert snapshot() == before
 
 
@@ -103,7 +130,7 @@ def test_a_company_admin_moves_only_between_its_own_companies(world):
         bulk.preview(two, DDI_KIND, everything, "move", INITECH)
     with pytest.raises(Forbidden):
         bulk.preview(two, DDI_KIND, everything, "delete")
-    bulk.apply(two, DDI_KIND, everything, "move", 6, GLOBEX)
+    bulk.apply(two, DDI_KIND, everything, "move", plan.fingerprint, GLOBEX)
     assert set(companies_of().values()) == {GLOBEX}
 
 
@@ -118,7 +145,7 @@ def test_moving_phone_users_onto_a_taken_username_changes_nothing(world):
     target = bulk.Target(filters={"company": ACME})
     plan = bulk.preview(ROOT, bulk_kind_users(), target, "move", GLOBEX)
     with pytest.raises(Conflict):
-        bulk.apply(ROOT, bulk_kind_users(), target, "move", plan.count, GLOBEX)
+        bulk.apply(ROOT, bulk_kind_users(), target, "move", plan.fingerprint, GLOBEX)
     assert snapshot() == before
 
 

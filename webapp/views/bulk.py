@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
+from werkzeug.datastructures import MultiDict
 
 from ..errors import ServiceError
 from ..services.records import bulk
@@ -45,11 +46,20 @@ def _page(screen, target, action, company, form, preview=None, error=None, statu
     )
 
 
+def _target(screen: Screen, form: MultiDict[str, str]) -> bulk.Target:
+    """The Target the bulk form describes: scope 'all' with the list's filters (its f_<name>
+    fields), or the keys ticked."""
+    if form.get("scope") == "all":
+        allowed = [f for f in bulk.FILTERS if f in screen.kind.fields or f == "q"]
+        return bulk.Target(filters={f: form.get(f"f_{f}", "").strip() for f in allowed})
+    return bulk.Target(keys=tuple(form.getlist("key")))
+
+
 def _read(screen: Screen):
     """The bulk form's target, action and new company (the picker resolved: an unknown one is
     an error message)."""
     p = principal()
-    target = bulk.target_from(screen.kind, request.form)
+    target = _target(screen, request.form)
     action = request.form.get("action", "")
     company, error = None, None
     if action == "move":
@@ -81,13 +91,13 @@ def _confirm(screen: Screen):
 def _apply(screen: Screen):
     p, target, action, company, error = _read(screen)
     form = ConfirmForm()
-    expected = request.form.get("expected", "")
-    if not form.validate() or error or not expected.isdigit():
+    expected = request.form.get("expected", "")  # the confirmed preview's fingerprint
+    if not form.validate() or error or not expected:
         return _page(
             screen, target, action, company, form, error=error or "Confirm again.", status=400
         )
     try:
-        changed = bulk.apply(p, screen.kind, target, action, int(expected), company)
+        changed = bulk.apply(p, screen.kind, target, action, expected, company)
     except bulk.Changed as exc:
         return _page(
             screen,

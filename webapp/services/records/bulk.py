@@ -2,18 +2,21 @@
 ticked, or all the rows matching the list's filters, to another company, or delete them.
 
 Two steps, as on the pages: `preview` says how many records the action would change and
-which, and `apply` changes them only if that count still holds (otherwise Changed, with the
-new preview). Every change goes through the change path like a single one (crud.py):
+which, and `apply` changes them only if they are still exactly those records with the values
+previewed (the preview's fingerprint, as the DDI import checks its plan; otherwise Changed,
+with the new preview). Every change goes through the change path like a single one (crud.py):
 history, rollup, one audit entry per record, all or nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
@@ -50,6 +53,7 @@ class Preview:
     count: int  # records the action would change
     sample: list[dict[str, str]]  # the first SAMPLE, in list order
     by_company: list[tuple[str, int]]  # how many of them each company holds now, most first
+    fingerprint: str  # of the action and every record it would change, as they are now
 
 
 class Changed(Conflict):
@@ -139,12 +143,16 @@ def _preview(kind: kinds.Kind, action: str, company: str | None, rows: Sequence[
     if action == "move":
         rows = [r for r in rows if r.company != company]
     held = Counter(r.company for r in rows)
+    digest = hashlib.sha256(f"{kind.name}\n{action}\n{company or ''}\n".encode())
+    for r in rows:
+        digest.update(("\t".join(kind.as_dict(r).values()) + "\n").encode())
     return Preview(
         action=action,
         company=company if action == "move" else None,
         count=len(rows),
         sample=[kind.as_dict(r) for r in rows[:SAMPLE]],
         by_company=sorted(held.items(), key=lambda cn: (-cn[1], cn[0]))[:SAMPLE],
+        fingerprint=digest.hexdigest(),
     )
 
 
@@ -175,7 +183,7 @@ def apply(
     kind: kinds.Kind,
     target: Target,
     action: str,
-    expected: int,
+    expected: str,
     company: str | None = None,
 ) -> int:
     """Carry out a previewed action on the records `target` names now; return how many
@@ -184,8 +192,9 @@ def apply(
     Guarantees: all or nothing, in one transaction through the change path (a move ends each
     record's history interval in its old company and starts one in the new; a delete ends
     it), one audit entry per record with the detail 'bulk <id>'. The records are locked
-    first; if their count is not `expected` (someone changed the selection since it was
-    confirmed), raises Changed with the new preview and changes nothing. A move of phone
+    first; unless they are the records previewed with the fingerprint `expected`, with the
+    same values (someone changed the selection since it was confirmed, even keeping its
+    count), raises Changed with the new preview and changes nothing. A move of phone
     users onto a username the company already has is a Conflict, nothing changed."""
     _check(principal, kind, action, company)
     detail = f"bulk {secrets.token_hex(6)}"
@@ -194,7 +203,7 @@ def apply(
             crud.require_companies_exist(session, [company])
         rows = _rows(session, principal, kind, target, lock=True)
         plan = _preview(kind, action, company, rows)
-        if plan.count != expected:
+        if not hmac.compare_digest(plan.fingerprint, expected):
             raise Changed(plan)
         if action == "delete":
             return crud.delete_locked(session, principal, kind, rows, detail)
@@ -203,12 +212,3 @@ def apply(
         return crud.apply_changes(
             session, principal, kind, moving, {"company": company}, "update", detail
         )
-
-
-def target_from(kind: kinds.Kind, form: Any) -> Target:
-    """The Target a bulk form describes: scope 'all' with the list's filters, or the keys
-    ticked."""
-    if form.get("scope") == "all":
-        allowed = [f for f in FILTERS if f in kind.fields or f == "q"]
-        return Target(filters={f: form.get(f"f_{f}", "").strip() for f in allowed})
-    return Target(keys=tuple(form.getlist("key")))
