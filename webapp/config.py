@@ -5,7 +5,7 @@ start. Secrets are never stored in the repository.
 environment, `check_config` parses and validates the values the app ends up with (whichever
 source they came from), so a mistyped value stops the app and every command at start with one
 line naming the variable, instead of silently turning a feature off or failing on first use.
-The README's Configuration table lists the same settings.
+docs/configuration.md lists the same settings.
 """
 
 from __future__ import annotations
@@ -54,19 +54,10 @@ def _secret_key(instance_path: Path) -> str:
 
 def engine_options(database_url: str) -> dict[str, object]:
     """SQLALCHEMY_ENGINE_OPTIONS for a database URL (create_app applies them under any set in
-    the configuration).
-
-    PostgreSQL: a pooled connection can die under the app (a server restart or failover, an
-    idle timeout in a firewall or pooler), and must not turn into errors for users. No
-    pool_pre_ping: its `SELECT 1` is a round trip on every checkout, about a fifth of an API
-    read's time. Instead database.configure_engine installs a checkout check that costs no
-    round trip and refuses every connection the server has closed (a restart, a terminated
-    backend); SQLAlchemy itself invalidates the whole pool on the first disconnect error it
-    meets, so a dead peer it could not see costs at most one failed request per worker; and
-    pool_recycle retires connections after an hour, before the usual idle timeouts cut them.
-
-    SQLite: no server, nothing can drop a connection to a file: nothing to check.
-    """
+    the configuration). PostgreSQL: a connection the server ended never reaches a user (the
+    checkout check in database.configure_engine, not pool_pre_ping's round trip on every
+    checkout), and pool_recycle retires connections before the usual idle timeouts cut them.
+    SQLite: nothing can drop a connection to a file."""
     if database_url.startswith("sqlite"):
         return {}
     # connect_timeout: a database host that drops packets must fail a request (and the check
@@ -262,7 +253,7 @@ SETTINGS: tuple[Setting, ...] = (
     # `flask events prune` deletes change events (and webhook attempts) older than this.
     Setting("EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", "90", parse_retention),
     # A sign-in session ends after this long without a request, and this long after sign-in
-    # whatever its use (services/identity/signin.py; docs/operations.md#sessions says why these
+    # whatever its use (services/identity/signin.py; SECURITY.md#sessions says why these
     # defaults).
     Setting("SESSION_IDLE_MINUTES", "SESSION_IDLE_MINUTES", "30", int_between(1, 7 * 24 * 60)),
     Setting("SESSION_MAX_HOURS", "SESSION_MAX_HOURS", "12", int_between(1, 30 * 24)),
@@ -271,7 +262,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LOG_FORMAT", "LOG_FORMAT", "text", parse_log_format),
     Setting("LOG_LEVEL", "LOG_LEVEL", "INFO", parse_log_level),
     # /metrics is served only when one of these is set; a scrape must pass each one set
-    # (webapp/observability/metrics.py, docs/operations.md#metrics).
+    # (webapp/observability/metrics.py, docs/observe.md#metrics).
     Setting("METRICS_TOKEN", "METRICS_TOKEN", None, parse_metrics_token),
     Setting("METRICS_ALLOW", "METRICS_ALLOW", None, parse_networks),
 )
@@ -339,6 +330,6 @@ def serving_warnings(config: dict[str, Any], processes: int) -> list[str]:
         warnings.append(
             f"RATELIMIT_STORAGE_URI is memory:// with {processes} worker processes: each "
             "counts alone, so the API and sign-in limits allow that many times their value; "
-            "set it to redis://HOST:PORT (README, Configuration)"
+            "set it to redis://HOST:PORT (docs/configuration.md)"
         )
     return warnings

@@ -40,18 +40,13 @@ csrf = CSRFProtect()
 
 
 class ProcessCounters(Storage):
-    """`memory://` rate-limit storage: fixed-window counters in this process's memory.
+    """`memory://` rate-limit storage: fixed-window counters in this process's memory, each
+    process counting alone (several workers need a shared store, redis://).
 
-    limits' own MemoryStorage starts a threading.Timer thread (10 ms) from nearly every hit to
-    drop expired counters: under steady API traffic that is a new thread per request, a
-    measurable share of a read. This one implements only limits' public `Storage` interface
-    (the fixed-window strategy, the app's only one) and drops expired counters inline, at most
-    once a second; the counting never depends on that sweep (an expired counter reads as 0).
-    It is registered for the `memory` scheme through limits' documented extension point
-    (STORAGE_SCHEME), so RATELIMIT_STORAGE_URI=memory:// (the default) gets it; redis:// and
-    the rest are untouched. tests/test_api_errors.py checks the registration and the counts.
-    Each process counts alone: with several workers, use a shared store (redis://).
-    """
+    Registered for the `memory` scheme through limits' public Storage interface. Unlike
+    limits' own MemoryStorage, which starts a timer thread from nearly every hit, it drops
+    expired counters inline, at most once a second; an expired counter reads as 0 whether or
+    not it was dropped."""
 
     STORAGE_SCHEME = ["memory"]
     SWEEP_SECONDS = 1.0

@@ -1,4 +1,4 @@
-"""The event backlog as metrics, read at each scrape (docs/operations.md, Metrics): how far
+"""The event backlog as metrics, read at each scrape (docs/observe.md, Metrics): how far
 the newest event is and how far behind each webhook's delivery runs."""
 
 from __future__ import annotations

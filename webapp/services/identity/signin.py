@@ -1,5 +1,5 @@
 """Sign-in: passwords (their rules and hashing), checking a username and password, and the
-sign-in sessions that a session cookie names (docs/operations.md#sessions).
+sign-in sessions that a session cookie names (SECURITY.md#sessions).
 
 Each password sign-in starts a row in `account_sessions`, named by a random key of which only
 the SHA-256 is stored. The session cookie carries "<account id>:<session epoch>:<key>"

@@ -1,30 +1,12 @@
 """Keyset paging for the list pages (/ddis, /users) and their CSV downloads.
 
-The list's order is total: the sort field (if any), then the kind's key fields, all ascending or
-all descending. A page is found from a position in that order, never by counting rows to skip:
-
-- the first page: the first rows of the order;
-- `after` a cursor: the rows that follow it (Next);
-- `before` a cursor: the rows that precede it (Previous), read in the reversed order;
-- the last page: the first rows of the reversed order, shown reversed.
-
-A cursor is the order fields' values of one row (`order_fields`), so a page is one index range
-scan whatever its depth, given an index on (company, order fields) for the company-scoped view
-(migration 0004). Rows added or deleted between two requests never make paging skip or repeat a
-row. The rows are a record_query selection, as for the API's read: a Company-Admin's are
-restricted silently to its companies, a fixed company drops out of the order.
-
-Extensions sort numerically (130 before 1017, ties by the text: 007 before 7): the order
-terms for `virt_exten` are models.extension_order's (the extension zero-padded, then as
-typed), which the extension indexes hold; a cursor still carries the extension as text, its
-terms derived from it.
-
-With a number search (record_query, `q`) the rows are an OR of index ranges: a page reads each
-branch as its own ordered range (the order, the cursor, LIMIT) and keeps the first rows of
-their union, so it costs a page per branch however many rows match; a count is the sum of
-each disjoint piece's range count.
-
-A page is one function per position (_from_offset, _after, _before, _last) over a `_View`.
+Guarantees: the order is total (the sort field, then the kind's key fields, all one way); a
+page is found from a cursor (the order fields of one row), never by counting rows to skip, so
+every page is one index range scan whatever its depth, and rows added or deleted between two
+requests never make paging skip or repeat a row. The rows are record_query's selection, so
+they are what the API's read would answer. Extensions sort numerically (models.extension_order).
+With a number search (`q`) the rows are a union of index ranges, each read as its own ordered
+range: a page costs a page per branch however many rows match.
 """
 
 from __future__ import annotations
