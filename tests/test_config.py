@@ -58,9 +58,9 @@ def test_a_bad_setting_is_one_error_naming_it(env, value, reason):
     assert "\n" not in message
 
 
-def test_every_setting_is_in_the_readme_configuration_table():
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_every_setting_is_in_the_configuration_table():
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = page.split("## Settings", 1)[1].split("\n## ", 1)[0]
     missing = [s.env for s in SETTINGS if f"`{s.env}`" not in table]
     assert missing == []
 
@@ -84,7 +84,7 @@ def test_checked_values_are_parsed(app):
 
 
 def test_instance_config_py_is_read(tmp_path, monkeypatch):
-    """instance/config.py may set any setting (README, Configuration), and it is checked too."""
+    """instance/config.py may set any setting (docs/configuration.md), and it is checked too."""
     monkeypatch.setenv("INSTANCE_PATH", str(tmp_path))
     (tmp_path / "config.py").write_text('API_RATE_LIMIT = "7 per minute"\n')
     assert create_app({"SECRET_KEY": KEY}).config["API_RATE_LIMIT"] == "7 per minute"
@@ -138,7 +138,7 @@ def test_a_missing_postgresql_database_is_one_line_saying_how_to_create_it(tmp_p
 
 @pytest.mark.slow
 def test_gunicorn_refuses_to_boot_with_a_bad_setting(tmp_path):
-    """The server started as the README says (gunicorn.conf.py: its master checks before any
+    """The server started as docs/deploy.md says (gunicorn.conf.py: its master checks before any
     worker starts) stops at once, non-zero, with the one line; no worker keeps restarting."""
     done = subprocess.run(
         [
@@ -180,7 +180,7 @@ def test_memory_rate_limits_under_several_workers_are_warned_about():
 
 @pytest.mark.slow
 def test_gunicorn_warns_when_several_workers_count_rate_limits_alone(app, tmp_path):
-    """Served as the README says with memory:// counters and 2 workers, gunicorn's log says
+    """Served as docs/deploy.md says with memory:// counters and 2 workers, gunicorn's log says
     that each worker counts alone; with 1 worker it does not."""
     from webapp.extensions import db
 
