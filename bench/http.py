@@ -642,7 +642,7 @@ def _servers(database_url: str, log_dir: Path) -> Iterator[tuple[Server, Server,
     the way out whatever happened."""
     env = app_env(database_url, log_dir)
     servers = [
-        gunicorn_server("app", "app:app", env, log_dir),  # the production entry (README)
+        gunicorn_server("app", "app:app", env, log_dir),  # the production entry (docs/deploy.md)
         gunicorn_server("bare", "bench.bare_app:create_app()", env, log_dir),
     ]
     datasette = None

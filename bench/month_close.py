@@ -1,10 +1,10 @@
-"""Month close scenarios (decisions.md §12): closing the last ended month, a closed month's
+"""Month close scenarios (docs/month-close.md): closing the last ended month, a closed month's
 report, and readAdjustments, every figure through the API in process (Flask's test client,
 as bench/report.py), on the full data set.
 
 python -m bench.month_close --url URL [--repeat 3]
 
-Targets from the issue:
+Targets:
 
 - closing a month of the data set takes at most 5 s (absolute). Its reference is the open
   month's two reports, readDDICount then readUserCount for every company: the same reads a
@@ -14,10 +14,10 @@ Targets from the issue:
 - a closed month's readDDICount, every company, is no slower than the same month's while open
   (ratio <= 1.0).
 - readAdjustments, every company, is no slower than the report (ratio <= 1.0). The reference is
-  the open month's readDDICount alone, as the issue states it, although readAdjustments covers
+  the open month's readDDICount alone, as the target states it, although readAdjustments covers
   both kinds: it reads both kinds' rollup and both kinds' stored figures (about twice a
   report's reads) but answers only what differs, `{}` here, so it encodes almost no JSON.
-  Comparing it with both reports (ddi + user) would halve the bar the issue sets; that sum is
+  Comparing it with both reports (ddi + user) would halve the bar the target sets; that sum is
   the close row's reference, for whoever wants to compare.
 
 The month's state is toggled between the timed calls, so "interleaved" is per round: each of

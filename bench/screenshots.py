@@ -1,4 +1,4 @@
-"""The README's screenshots at a provider's size: the pages on the bench data set, in Chromium.
+"""The docs' screenshots at a provider's size: the pages on the bench data set, in Chromium.
 
 python -m bench.screenshots [--out docs/screenshots]   (DATABASE_URL as for the other bench
 commands; Debian's /usr/bin/chromium through the playwright package, as the browser tests)

@@ -1,4 +1,4 @@
-"""What running as a service costs a request (issue 16): the request id, the access line and
+"""What running as a service costs a request: the request id, the access line and
 the metrics every request now goes through, and the server-side session check of a page.
 
 python -m bench.service [--quick]   (on DATABASE_URL, default bench.db)

@@ -74,7 +74,7 @@ def kilobytes(size: int) -> str:
 
 
 def render(results: list[Result]) -> str:
-    """A Markdown table: the closing note and README paste it as printed."""
+    """A Markdown table: bench/README.md pastes it as printed."""
     head = ["database", "scenario", "app", "reference", "ratio", "target"]
     rows = [
         [
