@@ -1,4 +1,4 @@
-"""Backups and restores (docs/operations.md): `flask db backup PATH` on SQLite while the app
+"""Backups and restores (docs/backup.md): `flask db backup PATH` on SQLite while the app
 serves and writes, the PostgreSQL procedure (pg_dump --format=custom, pg_restore into a fresh
 database and over a changed one), each proved by a restored copy whose reports equal the
 source's; and the command's refusals.

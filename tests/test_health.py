@@ -1,4 +1,4 @@
-"""The health probes (docs/operations.md#health-checks): /healthz says the process answers and
+"""The health probes (docs/observe.md#health-checks): /healthz says the process answers and
 asks nothing else; /readyz says the database and, when configured, the rate-limit store answer.
 Both are unauthenticated, set no cookie and stay cheap. With the database down: see
 tests/test_outages.py.

@@ -1,4 +1,4 @@
-"""Log lines and request ids (docs/operations.md#logging): the JSON and key=value shapes, the
+"""Log lines and request ids (docs/observe.md#logging): the JSON and key=value shapes, the
 X-Request-ID taken, made or replaced, returned, and written in the audit entry; one access
 line per request with its fields; and, under a real gunicorn and in the delivery worker, the
 same format for every line."""

@@ -1,4 +1,4 @@
-"""/metrics (docs/operations.md#metrics): not served unless configured, and then only to the
+"""/metrics (docs/observe.md#metrics): not served unless configured, and then only to the
 scrapers METRICS_TOKEN and METRICS_ALLOW admit; requests by endpoint (never the path) and
 status, latency, rate-limit refusals, report and import durations, the database pool, the
 event backlog, the delivery worker's attempts; and under a real gunicorn with three workers,

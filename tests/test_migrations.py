@@ -66,7 +66,7 @@ def test_the_sums_migration_derives_what_the_rollup_keeps(app, factory):
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 @pytest.mark.filterwarnings("ignore:autogenerate skipping metadata-specified expression-based")
 def test_downgrade_then_upgrade_round_trips_and_db_check_sees_no_drift(tmp_path, test_config):
-    """The rollback procedure of docs/operations.md on a scratch database, through the real
+    """The rollback procedure of docs/upgrade.md on a scratch database, through the real
     command line: `db check` finds no drift on a fresh database; `db downgrade` (one revision)
     keeps the rows the older schema has; `db check` then says the database is not up to date;
     `db upgrade` brings it back and `db check` agrees again. Then every migration's downgrade

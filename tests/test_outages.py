@@ -1,4 +1,4 @@
-"""Outages answer honestly (docs/operations.md#outages): with the database unavailable the API
+"""Outages answer honestly (docs/observe.md#outages): with the database unavailable the API
 answers 503 `service_unavailable` with Retry-After, the pages show the app's own error page
 with 503 (rendered without the database, so for nobody in particular), /readyz answers 503
 and /healthz still 200.

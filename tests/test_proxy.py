@@ -51,7 +51,7 @@ def test_behind_a_trusted_proxy_one_clients_failures_never_lock_another(factory,
 
 
 def test_without_the_setting_every_client_behind_a_proxy_is_the_proxy(factory, serve):
-    """The failure the setting exists for (and why the README's proxy section asks for it)."""
+    """The failure the setting exists for (and why docs/deploy.md asks for it)."""
     factory.account("alice")
     base = serve()
     with forwarding_proxy(base) as proxy:

@@ -1,4 +1,4 @@
-"""Sign-in sessions end when people say so (docs/operations.md#sessions): a copy of a session
+"""Sign-in sessions end when people say so (SECURITY.md#sessions): a copy of a session
 cookie is refused after signing out, after the idle limit and after the absolute limit, on the
 pages and on the API (cookie + X-CSRFToken), while other sessions of the account go on.
 

@@ -112,7 +112,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if proxies := app.config["TRUSTED_PROXY_COUNT"]:
         # The client's address, scheme, host and port as the proxies in front saw them; only
         # the last `proxies` entries of each X-Forwarded-* header are believed, so a client
-        # cannot forge its address by sending the header itself (docs/operations.md).
+        # cannot forge its address by sending the header itself (docs/deploy.md).
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies
         )
@@ -151,7 +151,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     views.register(app)
     security.register(app)
     app.add_url_rule("/healthz", "healthz", healthz)  # liveness
-    app.add_url_rule("/readyz", "readyz", readyz)  # readiness (docs/operations.md)
+    app.add_url_rule("/readyz", "readyz", readyz)  # readiness (docs/observe.md)
     register_error_handlers(app)
     register_cli(app)
     return app

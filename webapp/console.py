@@ -20,7 +20,7 @@ def _create_app() -> Flask:
 HELP = """telephony-admin: DDI administration and billing counts.
 
 The commands of `flask --app app`, from any directory. Settings come from the environment
-(README, Configuration). Without INSTANCE_PATH the instance folder (SQLite database, secret
+(docs/configuration.md). Without INSTANCE_PATH the instance folder (SQLite database, secret
 key) is ./instance in a checkout, $XDG_DATA_HOME/telephony-admin (~/.local/share/...) for an
 installed wheel.
 """

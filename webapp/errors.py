@@ -81,7 +81,7 @@ def is_outage(exc: BaseException) -> bool:
     DB-API terms "errors related to the database's operation": refused or dropped connections,
     a server shutting down, SQLite unable to open or lock its file), or no pooled connection
     was free within the pool's timeout. Such a request may succeed if retried: 503 with
-    Retry-After (docs/operations.md#outages). Any other database error is a fault: 500."""
+    Retry-After (docs/observe.md#outages). Any other database error is a fault: 500."""
     if isinstance(exc, OperationalError) and _missing_schema(exc):
         return False
     if isinstance(exc, OperationalError | PoolTimeout | DisconnectionError | StorageError):

@@ -1,4 +1,4 @@
-"""gunicorn's settings for this app (docs/operations.md, Running under gunicorn).
+"""gunicorn's settings for this app (docs/deploy.md, Running under gunicorn).
 
 In a checkout: `gunicorn -c gunicorn.conf.py` (the top-level file imports this one); from an
 installed wheel, anywhere: `gunicorn -c python:webapp.gunicorn_conf`. Either serves

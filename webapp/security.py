@@ -47,7 +47,7 @@ def register(app: Flask) -> None:
 def _sign_in_limits(username: str) -> list[tuple[str, str, str]]:
     """(limit, *key) pairs a failed sign-in counts against: this account from this address,
     and this address over all accounts. Never the account alone: failures from one address
-    must not lock the account's owner out from another (README, Security). The address is the
+    must not lock the account's owner out from another (SECURITY.md). The address is the
     client's own behind trusted proxies (TRUSTED_PROXY_COUNT)."""
     address = request.remote_addr or "?"
     config = current_app.config

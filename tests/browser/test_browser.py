@@ -1,5 +1,5 @@
 """The pages in a real browser: sign in, the DDI list (filter as you type, edit, link, paging,
-a Company-Admin's view), the monthly calendar with its drill-down, and the README screenshots.
+a Company-Admin's view), the monthly calendar with its drill-down, and the docs' screenshots.
 
 Every test makes its own data with `factory`, signs in through the /login form and asserts on
 what the page shows, letting expect() wait for htmx instead of sleeping.
@@ -343,7 +343,7 @@ def test_monthly_calendar_and_day_drill_down(app, live_server, factory, page, si
     expect(page.locator('[data-total="for-month"]')).to_have_text("0")
 
 
-# --- README screenshots -----------------------------------------------------------------------
+# --- The docs' screenshots --------------------------------------------------------------------
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 PHONE = {"width": 390, "height": 844}
 
@@ -357,7 +357,7 @@ SHOWCASE = [
 
 
 def screenshot_path(tmp_path: Path, name: str) -> Path:
-    """docs/screenshots/ when UPDATE_SCREENSHOTS=1 (for the README), else the test's tmp_path."""
+    """docs/screenshots/ when UPDATE_SCREENSHOTS=1 (for the docs), else the test's tmp_path."""
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         return SCREENSHOTS / name

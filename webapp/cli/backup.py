@@ -1,5 +1,5 @@
 """`flask db backup PATH`: a consistent copy of the database, taken while the app serves
-(docs/operations.md#backups).
+(docs/backup.md#backups).
 
 SQLite: SQLite's online backup API (`sqlite3.Connection.backup`) copies the database in one
 step, which reads it inside one read transaction: in WAL mode (the app always runs in it) that
@@ -148,7 +148,7 @@ def backup_postgresql(url: URL, target: Path, force: bool) -> tuple[int, str | N
 
 
 def pg_dump_command(target: Path, conninfo: str) -> list[str]:
-    """The documented backup command (docs/operations.md#postgresql-backups)."""
+    """The documented backup command (docs/backup.md#postgresql-backups)."""
     return ["pg_dump", "--format=custom", "--file", str(target), conninfo]
 
 

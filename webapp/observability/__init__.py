@@ -1,5 +1,5 @@
 """Logs, request ids and metrics: what an operator reads to see how the service runs
-(docs/operations.md, sections Logging and Metrics).
+(docs/observe.md, sections Logging and Metrics).
 
 - context: the request id (X-Request-ID, taken or made) and the account of a request;
 - logs: one line format for the app, gunicorn and the delivery worker (LOG_FORMAT, LOG_LEVEL);

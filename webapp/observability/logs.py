@@ -1,4 +1,4 @@
-"""One log format for the app, gunicorn and the delivery worker (docs/operations.md#logging).
+"""One log format for the app, gunicorn and the delivery worker (docs/observe.md#logging).
 
 Every line is one record: `time` (UTC, ISO 8601, milliseconds), `level`, `logger`, `message`,
 then the record's own fields (an access line's method, path, ...), then `request_id` during a

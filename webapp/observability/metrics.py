@@ -1,5 +1,5 @@
 """Prometheus metrics, served at /metrics to the scrapers METRICS_TOKEN and METRICS_ALLOW admit
-(docs/operations.md#metrics).
+(docs/observe.md#metrics).
 
 Under gunicorn every worker is its own process: prometheus-client's multiprocess mode keeps
 each process's values in a file of PROMETHEUS_MULTIPROC_DIR (gunicorn.conf.py makes and empties

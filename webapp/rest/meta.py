@@ -1,4 +1,4 @@
-"""Unauthenticated endpoints: the version, and the health probes (docs/operations.md#health-checks).
+"""Unauthenticated endpoints: the version, and the health probes (docs/observe.md#health-checks).
 
 `/healthz` (liveness) says only that the process answers: it asks nothing else, so a database
 outage never makes an orchestrator restart healthy processes. `/readyz` (readiness) asks what

@@ -9,7 +9,7 @@ Routing: company identifiers match [a-z0-9._-]{1,64}, so "suggest" is one. The c
 `/companies/suggest` (views/pickers.py) is a static rule and Werkzeug ranks static rules above
 rules with a converter, so it wins over `/companies/<company_id>` whatever the registration
 order; the cost is that a company whose identifier is "suggest" has no page at that address
-(README, "Choices where the contract is silent").
+(docs/decisions.md).
 """
 
 from __future__ import annotations
