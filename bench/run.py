@@ -2,6 +2,7 @@
 one table of app figure, reference figure and ratio.
 
 python -m bench.run [--ddis 1000000] [--companies 10000] [--quick] [--skip-http] [--skip-pages]
+                   [--only report,http,...]
 
 Data sets are generated on first use and kept: bench.db (the full size) and, for the growth
 scenario, bench-1x.db and bench-2x.db with a quarter and half of the DDIs in as many companies
@@ -14,11 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
 from .data import ROOT, ensure_data
+from .events import event_scenarios
+from .imports import import_scenarios
+from .month_close import month_close_scenarios
+from .report import growth_scenarios, report_scenarios
+from .service import service_scenarios
 from .table import Result, render
 
 
@@ -38,6 +45,19 @@ def _urls(base: str, folder: Path) -> dict[int, str]:
     }
 
 
+# The groups of rows, in the table's order (--only picks some).
+GROUPS = {
+    "report": "report scenarios",
+    "month-close": "month close (close, closed report, readAdjustments)",
+    "growth": "growth",
+    "import": "DDI import (on a copy of the data set)",
+    "events": "change events (record, deliver, read)",
+    "service": "service hooks (request id, access line, metrics)",
+    "http": "HTTP scenarios (gunicorn, 2 workers)",
+    "pages": "pages against the budget (gunicorn, one client)",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ddis", type=int, default=1_000_000)
@@ -46,7 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-http", action="store_true", help="no gunicorn/wrk scenarios")
     parser.add_argument("--skip-pages", action="store_true", help="no page-budget scenario")
     parser.add_argument("--dir", type=Path, default=ROOT, help="where the SQLite files live")
+    parser.add_argument(
+        "--only",
+        type=lambda text: set(text.split(",")),
+        default=set(GROUPS),
+        metavar="GROUP,...",
+        help=f"only these groups of rows, of: {', '.join(GROUPS)}",
+    )
     args = parser.parse_args(argv)
+    if unknown := args.only - set(GROUPS):
+        parser.error(f"--only: no group {', '.join(sorted(unknown))}")
     os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
     repeat = 1 if args.quick else 3
@@ -54,44 +83,51 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("BENCH_DATABASE_URL"):
         databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
 
-    from .events import event_scenarios
-    from .imports import import_scenarios
-    from .month_close import month_close_scenarios
-    from .report import growth_scenarios, report_scenarios
-    from .service import service_scenarios
-
     started = time.perf_counter()
     results: list[Result] = []
     for label, base in databases:
         urls = _urls(base, args.dir)
         for factor, url in urls.items():
-            ensure_data(url, args.ddis * factor // 4, args.companies)
-        print(f"{label}: report scenarios", flush=True)
-        results += report_scenarios(urls[4], label, repeat)
-        print(f"{label}: month close (close, closed report, readAdjustments)", flush=True)
-        results += month_close_scenarios(urls[4], label, repeat)
-        print(f"{label}: growth", flush=True)
-        results += growth_scenarios(sorted(urls.items()), label, repeat)
-        print(f"{label}: DDI import (on a copy of the data set)", flush=True)
-        results += import_scenarios(urls[4], label, args.ddis)
-        print(f"{label}: change events (record, deliver, read)", flush=True)
-        results += event_scenarios(urls[4], label, quick=args.quick)
-        print(f"{label}: service hooks (request id, access line, metrics)", flush=True)
-        results += service_scenarios(urls[4], label, quick=args.quick)
-        if not args.skip_http:
-            from .http import http_scenarios
-
-            print(f"{label}: HTTP scenarios (gunicorn, 2 workers)", flush=True)
-            results += http_scenarios(urls[4], quick=args.quick)
-        if not args.skip_pages:
-            from .pages import page_scenarios
-
-            print(f"{label}: pages against the budget (gunicorn, one client)", flush=True)
-            results += page_scenarios(urls[4], quick=args.quick)
+            if factor == 4 or "growth" in args.only:
+                ensure_data(url, args.ddis * factor // 4, args.companies)
+        results += _run(label, urls, args, repeat)
     print()
     print(render(results))
     print(f"\nmake bench took {time.perf_counter() - started:.0f} s (data generation included)")
     return 0
+
+
+def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int) -> list[Result]:
+    """The groups of rows --only names, in the table's order, on one database's data sets."""
+    full = urls[4]
+    scenarios: dict[str, Callable[[], list[Result]]] = {
+        "report": lambda: report_scenarios(full, label, repeat),
+        "month-close": lambda: month_close_scenarios(full, label, repeat),
+        "growth": lambda: growth_scenarios(sorted(urls.items()), label, repeat),
+        "import": lambda: import_scenarios(full, label, args.ddis),
+        "events": lambda: event_scenarios(full, label, quick=args.quick),
+        "service": lambda: service_scenarios(full, label, quick=args.quick),
+        "http": lambda: [] if args.skip_http else _http(full, args.quick),
+        "pages": lambda: [] if args.skip_pages else _pages(full, args.quick),
+    }
+    results: list[Result] = []
+    for group, run in scenarios.items():
+        if group in args.only:
+            print(f"{label}: {GROUPS[group]}", flush=True)
+            results += run()
+    return results
+
+
+def _http(url: str, quick: bool) -> list[Result]:
+    from .http import http_scenarios  # needs wrk and Datasette: imported only when run
+
+    return http_scenarios(url, quick=quick)
+
+
+def _pages(url: str, quick: bool) -> list[Result]:
+    from .pages import page_scenarios
+
+    return page_scenarios(url, quick=quick)
 
 
 if __name__ == "__main__":
