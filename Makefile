@@ -54,7 +54,7 @@ $(VENV)/.installed-bench: pyproject.toml
 
 # Every scenario on SQLite (and on PostgreSQL when BENCH_DATABASE_URL is set) as one table of
 # app figure, reference figure and ratio. Needs wrk (apt-get install wrk). The data sets are
-# generated on first use (bench.db, bench-1x.db, bench-2x.db) and kept; see README, Benchmarks.
+# generated on first use (bench.db, bench-1x.db, bench-2x.db) and kept; see bench/README.md.
 bench: $(VENV)/.installed-bench
 	$(PY) -m bench.run $(BENCH_ARGS)
 

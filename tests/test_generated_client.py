@@ -1,7 +1,7 @@
 """A Python client generated from the served document by openapi-python-client (a pinned dev
 dependency, run offline from the installed package) drives the live app: create, read, a
 report by POST and by GET, an import, and an error answer, each parsed into the document's
-named models (docs/api.md#generated-clients).
+named models (docs/api.md#the-openapi-document-and-restdocs).
 
 The generator is told to treat the import's text/csv body as a file (`content_type_overrides`)
 and to skip formatting the code it writes (`post_hooks`); with those, it must write every

@@ -1,4 +1,4 @@
-"""Month close on the command line, run as a subprocess (docs/cli.md#billing): `billing close`,
+"""Month close on the command line, run as a subprocess (docs/cli.md#the-commands): `billing close`,
 `billing reopen --reason`, `billing status`, and the warning of a `history import` into a closed
 month."""
 

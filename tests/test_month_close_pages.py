@@ -1,4 +1,4 @@
-"""Month close in the pages (docs/pages.md#month-close): the report page's state, Close after
+"""Month close in the pages (docs/month-close.md): the report page's state, Close after
 a confirmation, Reopen with a reason, the changes since the close, the months page, and a
 closed month's CSV and company page holding the closed figures.
 """

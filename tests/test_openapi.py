@@ -1,4 +1,4 @@
-"""The OpenAPI document (docs/api.md#the-openapi-document) and its page, /rest/docs.
+"""The OpenAPI document (docs/api.md#the-openapi-document-and-restdocs) and its page, /rest/docs.
 
 The document agrees with the real request validation: a body the schema accepts is never
 refused as a bad request, and a body it rejects always is, for the record operations (random

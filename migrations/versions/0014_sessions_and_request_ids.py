@@ -7,7 +7,7 @@ Create Date: 2026-11-24 08:20:00
 A signed session cookie alone cannot be ended: a copy saved before sign-out kept working until
 its 31 days ran out. Each sign-in now gets a row in `account_sessions`, named in the cookie by
 a random key of which only the SHA-256 is stored; signing out (or the idle and absolute
-limits) ends the row, and a cookie whose row has ended is refused (docs/operations.md).
+limits) ends the row, and a cookie whose row has ended is refused (SECURITY.md, Sessions).
 `audit_log.request_id` ties an audit entry to the request's log lines (X-Request-ID).
 """
 

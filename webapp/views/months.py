@@ -1,4 +1,4 @@
-"""Month close pages (docs/month-close.md, docs/pages.md#month-close): the months and their
+"""Month close pages (docs/month-close.md): the months and their
 state, Close after a confirmation, Reopen with a reason, and the changes since a close.
 
 Every decision is the services' (services/billing/month_close.py): who may close or reopen, which
