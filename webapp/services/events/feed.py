@@ -77,8 +77,8 @@ def _type_problem(value: Any) -> str | None:
 
 
 def parse(body: Mapping[str, Any]) -> Query:
-    """The read's fields checked (docs/events.md#reading-them-post-resteventsread): Invalid naming the first one at
-    fault, or an unknown one."""
+    """The read's fields checked (docs/events.md#reading-them-post-resteventsread): Invalid naming
+    the first one at fault, or an unknown one."""
     for key in body:
         if key not in FIELDS:
             raise Invalid(f"Unknown field '{key}'.", {key: "unknown field"})
