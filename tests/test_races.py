@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -194,48 +195,13 @@ def test_create_racing_delete_of_the_same_key_never_overlaps_history(live_server
         post(live_server, root.token, "create", {"type": "ddi", "values": DDI})
 
 
-@pytest.mark.slow
-def test_a_chunked_body_over_one_mib_is_413_not_bad_json(live_server, root):
-    import http.client
-
-    host, port = live_server.removeprefix("http://").split(":")
-    for size, expected in ((1024 * 1024 + 10, 413), (2000, 400)):
-        body = b'{"type": "ddi", "scope": {}, "pad": "' + b"x" * size + b'"}'
-        conn = http.client.HTTPConnection(host, int(port), timeout=30)
-        conn.putrequest("POST", "/rest/ops/read/")
-        conn.putheader("Authorization", f"Bearer {root.token}")
-        conn.putheader("Content-Type", "application/json")
-        conn.putheader("Transfer-Encoding", "chunked")
-        conn.endheaders()
-        for i in range(0, len(body), 65536):
-            piece = body[i : i + 65536]
-            conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-        conn.send(b"0\r\n\r\n")
-        response = conn.getresponse()
-        payload = json.loads(response.read())
-        conn.close()
-        assert response.status == expected, payload
-        # Under the limit the body is read whole: the fault found is the unknown field.
-        if expected == 400:
-            assert payload["error"]["fields"] == {"pad": "unknown field"}
-
-
-@pytest.mark.slow
-def test_a_chunked_import_body_over_its_limit_is_413_and_imports_nothing(
-    live_server, root, monkeypatch
-):
-    import http.client
-
-    from webapp.services.imports import ddi_import
-
-    monkeypatch.setattr(ddi_import, "MAX_BYTES", 1024 * 1024)
-    host, port = live_server.removeprefix("http://").split(":")
-    row = b"44,2070000000,100,acme\n"
-    body = b"dialcode,number,virt_exten,company\n" + row * (1024 * 1024 // len(row) + 1)
+def post_chunked(base: str, path: str, token: str, content_type: str, body: bytes):
+    """POST `body` with Transfer-Encoding: chunked (no Content-Length); (status, JSON answer)."""
+    host, port = base.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    conn.putrequest("POST", "/rest/ops/import/")
-    conn.putheader("Authorization", f"Bearer {root.token}")
-    conn.putheader("Content-Type", "text/csv")
+    conn.putrequest("POST", path)
+    conn.putheader("Authorization", f"Bearer {token}")
+    conn.putheader("Content-Type", content_type)
     conn.putheader("Transfer-Encoding", "chunked")
     conn.endheaders()
     for i in range(0, len(body), 65536):
@@ -245,6 +211,32 @@ def test_a_chunked_import_body_over_its_limit_is_413_and_imports_nothing(
     response = conn.getresponse()
     payload = json.loads(response.read())
     conn.close()
-    assert response.status == 413, payload
+    return response.status, payload
+
+
+@pytest.mark.slow
+def test_a_chunked_body_over_one_mib_is_413_not_bad_json(live_server, root):
+    for size, expected in ((1024 * 1024 + 10, 413), (2000, 400)):
+        body = b'{"type": "ddi", "scope": {}, "pad": "' + b"x" * size + b'"}'
+        status, payload = post_chunked(
+            live_server, "/rest/ops/read/", root.token, "application/json", body
+        )
+        assert status == expected, payload
+        # Under the limit the body is read whole: the fault found is the unknown field.
+        if expected == 400:
+            assert payload["error"]["fields"] == {"pad": "unknown field"}
+
+
+@pytest.mark.slow
+def test_a_chunked_import_body_over_its_limit_is_413_and_imports_nothing(
+    live_server, root, monkeypatch
+):
+    from webapp.services.imports import ddi_import
+
+    monkeypatch.setattr(ddi_import, "MAX_BYTES", 1024 * 1024)
+    row = b"44,2070000000,100,acme\n"
+    body = b"dialcode,number,virt_exten,company\n" + row * (1024 * 1024 // len(row) + 1)
+    status, payload = post_chunked(live_server, "/rest/ops/import/", root.token, "text/csv", body)
+    assert status == 413, payload
     assert payload["error"]["message"] == "An import body holds at most 1 MiB."
     assert db.session.scalar(select(func.count()).select_from(Ddi)) == 0
