@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -23,6 +22,8 @@ from flask import Flask
 from webapp import create_app
 from webapp.extensions import db
 from webapp.observability import logs
+
+from .waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the tests set themselves; an outer value would change what they check.
@@ -91,20 +92,24 @@ def gunicorn(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     server = Gunicorn(f"http://127.0.0.1:{port}", proc, log)
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gunicorn exited at start:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(server.base + "/healthz", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited at start:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(server.base + "/healthz", timeout=2):
-                    break
-            except (urllib.error.URLError, OSError) as exc:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"gunicorn did not answer:\n{log.read_text()[-3000:]}"
-                    ) from exc
-                time.sleep(0.1)
+        wait_until(
+            answers,
+            60,
+            "gunicorn to answer /healthz",
+            interval=0.1,
+            details=lambda: log.read_text()[-3000:],
+        )
         yield server
     finally:
         stop(proc)

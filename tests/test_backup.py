@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from .databases import postgres_database
 from .factories import ACME, GLOBEX, INITECH, World, add_history, snapshot
 from .invariants import assert_history_consistent
 from .test_races import post_json
+from .waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -210,10 +210,9 @@ def test_a_backup_taken_while_the_app_writes_is_one_consistent_moment(
             n += 1
 
     def wait_for(count: int) -> None:
-        deadline = time.monotonic() + 30
-        while len(created) < count and not failures:
-            assert time.monotonic() < deadline, "the writer stalled"
-            time.sleep(0.005)
+        wait_until(
+            lambda: len(created) >= count or failures, 30, f"{count} writes by the writer thread"
+        )
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -24,6 +23,7 @@ from webapp.services.billing import reports
 from webapp.services.imports.history_import import import_csv
 
 from .factories import Factory, snapshot
+from .waiting import wait_until
 
 HEADER = "kind,company,key,start,end"
 DDI_ROW = "ddi,acme,44:2071234567,2025-10-01T00:00:00Z,2025-10-11T00:00:00Z"
@@ -340,8 +340,8 @@ def _open_start(kind: str, key: str) -> datetime:
 
 
 def _wait_past(moment: datetime) -> None:
-    while utcnow() <= moment + timedelta(milliseconds=5):
-        time.sleep(0.005)
+    past = moment + timedelta(milliseconds=5)
+    wait_until(lambda: utcnow() > past, 5, f"the clock past {past}", interval=0.005)
 
 
 def test_row_overlapping_a_live_ddi_is_refused(companies):

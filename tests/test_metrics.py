@@ -13,10 +13,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ from .observability import (
     server_env,
     stop,
 )
+from .waiting import wait_until
 
 TOKEN = "metrics-test-token-0123456789"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -329,13 +328,6 @@ def post_json(url: str, body: Any, headers: dict[str, str]) -> int:
         return answer.status
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def stale_counts(directory: Path) -> None:
     """A file of a previous run, as a worker writes it: 1,000 healthz requests that did not
     happen in this run (gunicorn.conf.py must empty the directory at start)."""
@@ -410,7 +402,7 @@ def test_under_gunicorn_a_scrape_sums_every_workers_counts(app, world, tmp_path)
             assert value(samples, total, endpoint="rest.read_events", status="200") == 3
             assert value(samples, "telephony_db_pool_size") == 3 * pool_size
         counted = value(samples, total, endpoint="healthz", status="200")
-        # 60 and the start-up probe's (tests/gunicorn_server.py); never the stale file's 1,000.
+        # 60 and the start-up probe's (tests/observability.py); never the stale file's 1,000.
         assert 60 < counted < 100
 
         def live_gauges() -> set[str]:
@@ -419,7 +411,7 @@ def test_under_gunicorn_a_scrape_sums_every_workers_counts(app, world, tmp_path)
         assert live_gauges() == workers  # the master's check left none of its own
         victim = sorted(workers)[0]
         os.kill(int(victim), signal.SIGKILL)
-        wait_for(lambda: live_gauges() - workers)  # its replacement has booted
+        wait_until(lambda: live_gauges() - workers, 30, "the killed worker's replacement")
         assert victim not in live_gauges()
         samples = scrape()
         assert value(samples, "telephony_db_pool_size") == 3 * pool_size
@@ -471,7 +463,7 @@ def test_the_delivery_worker_serves_its_metrics_on_its_port(app, factory, tmp_pa
             samples = parse_samples(body.decode())
             return value(samples, "telephony_webhook_attempts_total", outcome="retry") == 1
 
-        wait_for(attempted)
+        wait_until(attempted, 30, "one failed attempt in the worker's metrics", interval=0.1)
     finally:
         stop(worker)
     assert worker.returncode == 0, worker.stderr.read() if worker.stderr else ""

@@ -91,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
                 receiver.errors.append(exc)
                 answer = 500
             status, delay = answer if isinstance(answer, tuple) else (answer, 0.0)
-            if delay:
+            if delay:  # a slow receiver, as the script asks: the worker's wait is under test
                 time.sleep(delay)
             self.send_response(status)
             self.send_header("Content-Length", "0")
@@ -121,7 +121,6 @@ class Receiver:
         self.overlaps: list[str] = []  # paths that had two requests in flight at once
         self.most_in_flight = 0  # the most requests in flight at once, whatever their paths
         self.errors: list[Exception] = []  # raised by the script
-        self.arrived = threading.Condition(self.lock)
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -170,7 +169,6 @@ class Receiver:
                 self.overlaps.append(request.path)
             self.most_in_flight = max(self.most_in_flight, sum(self.in_flight.values()))
             self.requests.append(request)
-            self.arrived.notify_all()
 
     def _left(self, request: Request) -> None:
         with self.lock:
@@ -187,17 +185,6 @@ class Receiver:
     def delivered_ids(self, path: str | None = None) -> list[int]:
         """The events answered with a 2xx, in arrival order."""
         return [r.event_id for r in self.seen(path) if r.status and 200 <= r.status < 300]
-
-    def wait_for(self, count: int, timeout: float) -> bool:
-        """Wait until `count` requests have arrived in all."""
-        deadline = time.monotonic() + timeout
-        with self.arrived:
-            while len(self.requests) < count:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.arrived.wait(left)
-        return True
 
 
 def first_arrivals(ids: list[int]) -> list[int]:
@@ -749,6 +736,7 @@ def test_delivery_saves_its_progress_while_writers_commit(app, receiver, run):
                 while not stop.is_set():
                     make_ddis(f"20790{n:05d}", f"20791{n:05d}")
                     n += 1
+                    # A breath between commits, in which the worker's saves get the write lock.
                     time.sleep(0.003)
                 db.session.remove()
         except BaseException as exc:  # pragma: no cover - reported below
