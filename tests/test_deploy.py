@@ -13,12 +13,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
+
+from webapp.extensions import db
+from webapp.models import Webhook
+from webapp.services.events import webhooks
+from webapp.services.records import crud, kinds
+
+from .factories import OPERATOR
+from .test_webhook_delivery import Receiver
+from .waiting import wait_until
 
 pytestmark = pytest.mark.slow  # real gunicorn and worker processes
 
@@ -70,6 +80,14 @@ def process_env(migrated, tmp_path) -> dict[str, str]:
     }
 
 
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+    assert not r.errors, r.errors
+
+
 def stop_cleanly(name: str, process: subprocess.Popen, log: Path) -> None:
     process.send_signal(signal.SIGTERM)
     try:
@@ -82,7 +100,10 @@ def stop_cleanly(name: str, process: subprocess.Popen, log: Path) -> None:
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
-def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path):
+def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path, factory, receiver):
+    # A webhook with nothing to deliver yet, for the worker to show it is at work.
+    factory.company("acme")
+    hook_id = webhooks.create(OPERATOR, receiver.url("/h"))[0].id
     commands = procfile()
     assert set(commands) == {"web", "deliver"}
     port = free_port()
@@ -106,20 +127,36 @@ def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path):
                     log,
                 )
         web, web_log = processes["web"]
-        deadline = time.monotonic() + 60
-        while True:
+
+        def web_answers() -> bool:
             assert web.poll() is None, f"web exited {web.returncode}:\n{web_log.read_text()}"
             try:
-                if get(f"http://127.0.0.1:{port}/healthz") == 200:
-                    break
+                return get(f"http://127.0.0.1:{port}/healthz") == 200
             except OSError:  # not listening yet
-                pass
-            assert time.monotonic() < deadline, f"no /healthz in 60 s:\n{web_log.read_text()}"
-            time.sleep(0.2)
+                return False
+
+        wait_until(web_answers, 60, "/healthz", interval=0.2, details=web_log.read_text)
         assert get(f"http://127.0.0.1:{port}/login") == 200
 
-        time.sleep(1)  # the worker has had time to connect, find nothing due, and wait
+        # A change now: the worker delivers its event and saves its progress, so it has
+        # connected and is running its loop, past the point where a start-up failure or a
+        # first pass's would have ended it.
         deliver, deliver_log = processes["deliver"]
+        crud.create(
+            OPERATOR,
+            kinds.DDI,
+            [{"dialcode": "44", "number": "2071234567", "virt_exten": "1", "company": "acme"}],
+        )
+        event_id = webhooks.newest_event()
+        db.session.rollback()
+
+        def delivered() -> bool:
+            assert deliver.poll() is None, f"deliver exited:\n{deliver_log.read_text()}"
+            cursor = db.session.scalar(select(Webhook.cursor).where(Webhook.id == hook_id))
+            db.session.rollback()
+            return cursor >= event_id
+
+        wait_until(delivered, 30, "the worker to deliver an event", details=deliver_log.read_text)
         assert deliver.poll() is None, f"deliver exited:\n{deliver_log.read_text()}"
         for name, (process, log) in processes.items():
             stop_cleanly(name, process, log)

@@ -933,10 +933,29 @@ def test_read_with_wait_answers_at_once_when_events_are_there(moves):
 # --- the long poll --------------------------------------------------------------------------
 
 
-def later(app, delay: float, write: Callable[[], None]) -> threading.Thread:
-    """Run `write` in its own thread and app context after `delay` seconds."""
+@pytest.fixture
+def read_waits(monkeypatch) -> threading.Event:
+    """Set once a read has found nothing, ended its transaction and begun to wait for a
+    commit (feed._wait_for_commit): from then on a commit is one it must wake for."""
+    began = threading.Event()
+    wait_for_commit = feed._wait_for_commit
+
+    def noted(newest: int, deadline: float) -> bool:
+        began.set()
+        return wait_for_commit(newest, deadline)
+
+    monkeypatch.setattr(feed, "_wait_for_commit", noted)
+    return began
+
+
+def later(
+    app, read_waits: threading.Event, write: Callable[[], None], delay: float = 0
+) -> threading.Thread:
+    """Run `write` in its own thread and app context once a read waits, `delay` seconds
+    after (if no read ever waits, after 10 s: the test's assertions then say what it got)."""
 
     def run() -> None:
+        read_waits.wait(10)
         time.sleep(delay)
         with app.app_context():
             write()
@@ -948,9 +967,13 @@ def later(app, delay: float, write: Callable[[], None]) -> threading.Thread:
 
 
 @pytest.mark.slow
-def test_a_waiting_read_answers_soon_after_a_commit(app, moves):
+def test_a_waiting_read_answers_soon_after_a_commit(app, moves, read_waits):
     after = last_id()
-    writer = later(app, 0.5, lambda: crud.create(ROOT, kinds.DDI, ddi("77", GLOBEX)))
+    # The commit half a second into the wait, so that the answer's time shows the read waited
+    # for it (over 0.4 s) and answered soon after (under 2 s).
+    writer = later(
+        app, read_waits, lambda: crud.create(ROOT, kinds.DDI, ddi("77", GLOBEX)), delay=0.5
+    )
     began = time.monotonic()
     r = api_read(moves, moves.root, {"after": after, "wait": 5})
     took = time.monotonic() - began
@@ -979,17 +1002,21 @@ def idle_in_transaction(engine) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_a_read_with_nothing_to_answer_waits_then_answers_empty_holding_no_transaction(app, moves):
+def test_a_read_with_nothing_to_answer_waits_then_answers_empty_holding_no_transaction(
+    app, moves, read_waits
+):
     after = last_id()
     engine = db.engine
     postgres = engine.dialect.name == "postgresql"
     samples: list[list[tuple]] = []
 
     def sample() -> None:
-        time.sleep(0.25)
+        read_waits.wait(10)
+        # Six looks, 0.1 s apart, over the first 0.6 s of the 1 s wait: a transaction held
+        # since the read's last statement has sat idle past the 50 ms that counts by the first.
         while len(samples) < 6:
-            samples.append(idle_in_transaction(engine))
             time.sleep(0.1)
+            samples.append(idle_in_transaction(engine))
 
     sampler = threading.Thread(target=sample) if postgres else None
     db.session.remove()  # the test's own session holds nothing either
@@ -1009,11 +1036,11 @@ def test_a_read_with_nothing_to_answer_waits_then_answers_empty_holding_no_trans
 
 
 @pytest.mark.slow
-def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves):
+def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves, read_waits):
     """A DDI event commits while a reader waits for phone-user events: the reader wakes,
     finds nothing of its own, and waits on to its deadline."""
     after = last_id()
-    writer = later(app, 0.3, lambda: crud.create(ROOT, kinds.DDI, ddi("78")))
+    writer = later(app, read_waits, lambda: crud.create(ROOT, kinds.DDI, ddi("78")))
     began = time.monotonic()
     r = api_read(
         moves, moves.root, {"after": after, "wait": 1, "scope": {"type": ["user.created"]}}

@@ -6,7 +6,6 @@ the one that needs two transactions recording at once."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
 from .test_races import post_json as post
+from .waiting import wait_until
 
 POSTGRES_ONLY = "SQLite lets one writer at a time record: two transactions never record at once"
 
@@ -255,30 +255,40 @@ def _visible(after: int) -> list[tuple[int, str]]:
     return [(r.id, feed.shape(r)["key"]["number"]) for r in rows]
 
 
-def _waiting_on_a_lock(statement: str, timeout: float = 10) -> bool:
-    """PostgreSQL: whether a backend of the test database is waiting for a lock in a statement
-    starting with `statement` (polled until `timeout`)."""
-    deadline = time.monotonic() + timeout
+def _waiting_on_a_lock(statement: str) -> int:
+    """PostgreSQL: how many backends of the test database wait for a lock in a statement
+    starting with `statement`."""
     with db.engine.connect() as conn:
-        while time.monotonic() < deadline:
-            found = conn.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND wait_event_type = 'Lock' AND query LIKE :q"
-                ),
-                {"q": statement + "%"},
-            ).scalar()
-            conn.rollback()
-            if found:
-                return True
-            time.sleep(0.02)
-    return False
+        return conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE :q"
+            ),
+            {"q": statement + "%"},
+        ).scalar()
+
+
+@pytest.fixture
+def write_lockers() -> Iterator[set[str]]:
+    """SQLite: the names of the threads that have sent BEGIN IMMEDIATE during the test, that
+    is asked for the write lock (which the thread holding it keeps until it commits)."""
+    names: set[str] = set()
+
+    def note(_conn, _cursor, statement, *_args) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            names.add(threading.current_thread().name)
+
+    event.listen(db.engine, "before_cursor_execute", note)
+    try:
+        yield names
+    finally:
+        event.remove(db.engine, "before_cursor_execute", note)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("t2_records_first", [False, True], ids=["t1-first", "t2-records-first"])
 def test_ids_follow_commit_order_and_a_reader_sees_no_later_commit_first(
-    app, world, pauses, t2_records_first
+    app, world, pauses, write_lockers, t2_records_first
 ):
     """T1 records events and is held just before COMMIT (its ids stamped); T2 records too and
     must wait for T1 (on PostgreSQL at the counter's row lock, on SQLite at the write lock);
@@ -317,9 +327,13 @@ def test_ids_follow_commit_order_and_a_reader_sees_no_later_commit_first(
         threads.append(_renumber_in_thread(app, "T2", "globex", errors))
     try:
         if postgres:  # T2 has recorded its events and waits for the counter T1 holds
-            assert _waiting_on_a_lock("UPDATE event_counter")
-        else:
-            time.sleep(0.5)
+            wait_until(
+                lambda: _waiting_on_a_lock("UPDATE event_counter"),
+                10,
+                "T2 waiting for the event counter's row lock",
+            )
+        else:  # T2 waits for the write lock, which T1 holds until it commits
+            wait_until(lambda: "T2" in write_lockers, 10, "T2 asking for the write lock")
         assert not t2_after.reached.is_set(), "T2 stamped its ids while T1 held the counter"
         assert _visible(base) == []  # neither has committed
 

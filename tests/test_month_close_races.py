@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from webapp.access import Principal
 from webapp.extensions import db
@@ -30,6 +30,7 @@ from webapp.services.imports import history_import
 from .factories import add_history
 from .test_month_close_exactness import expected_adjustments
 from .test_races import in_parallel, post_json
+from .waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,17 @@ def read_reports() -> dict[str, dict[str, Any]]:
     db.session.rollback()
     scope = reports.parse_scope(SCOPE)
     return {kind: reports.report(Principal.cli(), kind, scope) for kind in KINDS}
+
+
+def waiting_on_a_lock() -> int:
+    """PostgreSQL: how many backends of the test database wait for a lock now."""
+    with db.engine.connect() as conn:
+        return conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+        ).scalar()
 
 
 def read_adjustments() -> dict[str, Any]:
@@ -138,6 +150,8 @@ def test_concurrent_closes_of_one_month_store_it_once(live_server, root):
 
 
 # Seconds each side of the race waits after the barrier: (import, close), one pair a round.
+# (import delay, close delay) per round, in seconds: each side started a little later in turn,
+# so that both orders happen. The delays shape the race; nothing waits on them.
 STAGGER = [(0, 0), (0.005, 0), (0.02, 0), (0, 0.005), (0, 0.02), (0, 0.04), (0, 0.08), (0, 0)]
 
 
@@ -222,7 +236,13 @@ def test_an_import_during_a_close_waits_for_it_and_warns(app, live_server, root,
     def paused_store(*args):
         if not snapshot_taken.is_set():
             snapshot_taken.set()
-            import_done.wait(timeout=3)  # the import waits for the close: go on after 3 s
+            # Go on once the import has either committed (which the close's lock must
+            # prevent) or is waiting for a lock, which only the close holds.
+            wait_until(
+                lambda: import_done.is_set() or waiting_on_a_lock(),
+                30,
+                "the import to commit or to wait for the close's lock",
+            )
         return store(*args)
 
     monkeypatch.setattr(month_close, "_store", paused_store)

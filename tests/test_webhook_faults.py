@@ -10,8 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,19 +24,12 @@ from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
 from .test_webhook_delivery import Receiver, first_arrivals
+from .waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_NAME = "webhook-worker"  # the application_name of its PostgreSQL connections
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 class Workers:
@@ -114,9 +106,20 @@ def receiver() -> Iterator[Receiver]:
     assert not r.errors, r.errors
 
 
-def make_ddis(prefix: str, count: int, per_transaction: int | None = None) -> list[int]:
-    """`count` DDIs of acme, in transactions of `per_transaction` (all in one by default); the
-    ids of their events."""
+@pytest.fixture
+def bystander() -> Iterator[Receiver]:
+    """A second receiver, for a webhook beside the one under test."""
+    r = Receiver()
+    yield r
+    r.close()
+    assert not r.errors, r.errors
+
+
+def make_ddis(
+    prefix: str, count: int, per_transaction: int | None = None, company: str = "acme"
+) -> list[int]:
+    """`count` DDIs of `company`, in transactions of `per_transaction` (all in one by
+    default); the ids of their events."""
     step = per_transaction or count
     for start in range(0, count, step):
         crud.create(
@@ -127,7 +130,7 @@ def make_ddis(prefix: str, count: int, per_transaction: int | None = None) -> li
                     "dialcode": "44",
                     "number": f"{prefix}{n:05d}",
                     "virt_exten": "1",
-                    "company": "acme",
+                    "company": company,
                 }
                 for n in range(start, min(start + step, count))
             ],
@@ -171,10 +174,13 @@ def assert_all_delivered_in_order(receiver: Receiver, path: str, ids: list[int])
     assert first_arrivals(receiver.delivered_ids(path)) == ids, path
 
 
-def test_receiver_down_then_answering_503_then_back_loses_nothing(workers, receiver):
+def test_receiver_down_then_answering_503_then_back_loses_nothing(workers, receiver, bystander):
     status = {"now": 200}
     receiver.script = lambda _request: status["now"]
-    hook_id = webhooks.create(OPERATOR, receiver.url("/h"))[0].id
+    # The webhook under test takes acme's events; a bystander webhook, on a receiver that stays
+    # up, takes globex's: its deliveries show how far the worker has gone meanwhile.
+    hook_id = webhooks.create(OPERATOR, receiver.url("/h"), companies=["acme"])[0].id
+    bystander_id = webhooks.create(OPERATOR, bystander.url("/b"), companies=["globex"])[0].id
     worker = workers.start()
     ids = make_ddis("2080", 20, per_transaction=5)
     wait_until(lambda: len(receiver.delivered_ids()) >= 20, 20, "the first events")
@@ -186,7 +192,13 @@ def test_receiver_down_then_answering_503_then_back_loses_nothing(workers, recei
     wait_until(
         lambda: any(a.error == "could not connect" for a in attempts(hook_id)), 10, "a refusal"
     )
-    time.sleep(0.5)
+    # A whole pass of the worker after the refusal's, while the receiver is down: three globex
+    # events, each committed once the bystander has saved the one before, so each reaches it
+    # in a later pass than the one before (a pass serves a webhook once); the third's began
+    # after the pass following the refusal's had ended. Had the worker not kept to the
+    # retry's time, it would have tried the webhook under test in that pass, and been refused.
+    for n in range(3):
+        wait_saved(bystander_id, make_ddis(f"2088{n}", 1, company="globex")[-1])
     receiver.up()
     wait_until(lambda: len(set(receiver.delivered_ids())) >= 40, 15, "delivery after the outage")
 
@@ -259,6 +271,20 @@ def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_skipped(workers, r
     assert not receiver.overlaps
 
 
+def worker_backends() -> set[int]:
+    """PostgreSQL: the backends serving the workers' connections now."""
+    with db.engine.connect() as conn:
+        return set(
+            conn.execute(
+                text(
+                    "SELECT pid FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND application_name = :name"
+                ),
+                {"name": WORKER_NAME},
+            ).scalars()
+        )
+
+
 def test_the_database_ending_the_workers_connections_is_recovered_from(workers, receiver):
     if db.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL only: SQLite has no server to end a connection")
@@ -268,17 +294,21 @@ def test_the_database_ending_the_workers_connections_is_recovered_from(workers, 
     worker = workers.start()
     wait_until(lambda: len(receiver.seen()) >= 20, 20, "the first arrivals")
     terminated = 0
+    cut: set[int] = set()  # the backends of the worker's connections ended so far
     for _ in range(3):
+        # Each cut ends connections the worker opened since the one before: it is back.
+        wait_until(lambda: worker_backends() - cut, 20, "the worker on the database again")
         with db.engine.connect() as conn:
-            terminated += conn.execute(
+            ended = conn.execute(
                 text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND application_name = :name"
                 ),
                 {"name": WORKER_NAME},
-            ).scalar()
+            ).all()
             conn.commit()
-        time.sleep(0.8)
+        terminated += len(ended)
+        cut.update(pid for pid, _ in ended)
     assert terminated >= 3
     more = make_ddis("2086", 20)  # after the last cut: the worker still picks up new events
     wait_until(lambda: set(receiver.delivered_ids()) >= set(ids + more), 30, "every event")
