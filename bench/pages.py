@@ -1,6 +1,6 @@
 """The page scenario of `make bench`: every browser page against the page budget.
 
-The budget (docs/pages.md, spec section 10): with the full bench data set, every page answers
+The budget: with the full bench data set, every page answers
 within 150 ms on the server (p95, 2-core machine, SQLite and PostgreSQL) and weighs at most
 300 KB of HTML (1 KB = 1,000 bytes; CSV downloads stream and are exempt).
 

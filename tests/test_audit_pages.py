@@ -1,4 +1,4 @@
-"""The audit log as a reader gets it (issue 12, spec §10 "Audit"): before and after as readable
+"""The audit log as a reader gets it (docs/pages.md, "Audit"): before and after as readable
 field changes, /audit.csv of the filtered view, and a DDI or phone user moved between companies
 in the audit of both (audit_log.other_company, migration 0007).
 """

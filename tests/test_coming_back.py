@@ -1,4 +1,4 @@
-"""Coming back to the list after a save (issue 12, spec §10 "Coming back"): the list reopens
+"""Coming back to the list after a save (docs/pages.md, "Coming back"): the list reopens
 where the user was (filters, sort, position) with the changed row marked; after a create the new
 record is shown. The forms carry the list's state as `back`, which is never an open redirect.
 """

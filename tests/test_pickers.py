@@ -1,4 +1,4 @@
-"""Company pickers (docs/pages.md#company-pickers, issue 12): GET /companies/suggest for every
+"""Company pickers (docs/pages.md#company-pickers): GET /companies/suggest for every
 role and purpose, its order, limit, case and escaping; the service without HTTP; and every
 form and filter asking for companies, posted as a browser without JavaScript would (the
 identifier typed), an unknown one answering 400 with the field message and the closest matches.

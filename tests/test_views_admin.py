@@ -215,9 +215,8 @@ def test_companies_list_shows_counts(world, factory):
 
 
 def test_a_companies_page_is_four_queries_whatever_the_number_of_companies(world, factory):
-    # Issue 12 on purpose: the list is searched and paged (services.companies.search), no longer
-    # every company at once: the rollup's state per kind, the count, and the page with its
-    # companies' counts.
+    # The list is searched and paged (services.companies.search), never every company at once:
+    # the rollup's state per kind, the count, and the page with its companies' counts.
     statements: list[str] = []
 
     def count(conn, cursor, statement, *args):
@@ -586,8 +585,8 @@ def test_audit_filters(world, factory):
     assert actions(date_from="2024-02-01", date_to="2024-02-01") == ["x.two"]
     assert actions(date_to="2024-01-30") == ["x.three"]
     assert actions(target="%") == []  # wildcards are literal
-    # The UI's own writes are there too, with what changed as readable field values (issue 12:
-    # one Changes column, "Name: Acme Ltd → Acme Two", instead of Before and After lists).
+    # The UI's own writes are there too, with what changed as readable field values in one
+    # Changes column ("Name: Acme Ltd → changed to Acme Two").
     post(browser, "/admin/companies/acme/rename", {"name": "Acme Two"})
     row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
     assert row[1] == "root (ui)" and row[2] == "company.rename"

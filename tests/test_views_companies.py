@@ -1,5 +1,5 @@
 """The companies list /admin/companies (search, sort, paging) and a company's page
-/companies/<id> (docs/pages.md; issue 12).
+/companies/<id> (docs/pages.md).
 
 The company page for every role (404 for a company the account may not see, like a missing
 one), what each role sees on it, its numbers against the report service on a small history

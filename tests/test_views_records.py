@@ -1,6 +1,6 @@
 """The DDI and phone-user pages (/ddis, /users, their forms and CSV downloads) and sign-in/out,
 for every role, on the HTML the browser gets (docs/api.md#roles and
-docs/pages.md; issue 4 items 1 to 4).
+docs/pages.md).
 
 Three companies: acme, globex, initech. Accounts: a System-Admin, a Company-Admin of acme, one
 of acme and initech, a Billing Call-Summary, a Billing/Call-Reporting of acme, one with no grant.
@@ -949,7 +949,7 @@ def test_create_success_redirects_to_the_list_with_a_flash(world, kind, role, me
     assert form.find("input", attrs={"name": "csrf_token"}) is not None
     response = post(client, NEW[kind], GOOD[kind])
     assert response.status_code == 302
-    # Issue 12: the list reopens at the new record (after the row before it), marked.
+    # After a create the list reopens at the new record (after the row before it), marked.
     assert response.headers["Location"] == CREATED_AT[kind]
     page = soup(client.get(response.headers["Location"]))
     assert message in flashes(page)

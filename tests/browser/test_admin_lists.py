@@ -1,4 +1,4 @@
-"""The administration lists in a real browser (issue 12): typing a search narrows the companies
+"""The administration lists in a real browser: typing a search narrows the companies
 and the accounts in place (htmx) and keeps the sort order, paging swaps the rows, each company
 links to its page with its chart, and the Enable button brings a disabled account back.
 """

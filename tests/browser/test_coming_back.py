@@ -1,5 +1,5 @@
 """Coming back after an inline (htmx) edit on page 2 of a sorted, filtered list: the list
-reopens on that page, with the same filters and sort, the saved row marked (issue 12)."""
+reopens on that page, with the same filters and sort, the saved row marked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Company pickers in a real browser (issue 12): suggestions as one types, chosen with the mouse
+"""Company pickers in a real browser: suggestions as one types, chosen with the mouse
 or the keyboard, and the grants' lists of chosen companies, whose Add and Remove swap only
 that list (nothing else typed is lost, no other grant dropped)."""
 
