@@ -27,7 +27,7 @@ from webapp.services.events import webhooks
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
-from .test_webhook_delivery import Receiver
+from .test_delivery import Receiver
 from .waiting import wait_until
 
 pytestmark = pytest.mark.slow  # real gunicorn and worker processes

@@ -1,4 +1,5 @@
-"""Pooled connections the database server has ended are replaced before a request meets them."""
+"""webapp/database.py: pooled connections the database server has ended are replaced before a
+request meets them, and insert_rows stores what a Core insert stores."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ The tests write the session cookie themselves: flask-login keeps the `get_id()` 
 signed in by `signin.sign_in` ("<id>:<session_epoch>:<session key>") under "_user_id",
 flask-wtf keeps the raw CSRF token under "csrf_token" and expects it back signed (what
 `generate_csrf` would hand a page). Sessions ending (sign-out, idle and absolute limits) are
-tests/test_sessions.py.
+tests/test_signin.py.
 """
 
 from __future__ import annotations

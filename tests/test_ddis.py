@@ -1,5 +1,6 @@
-"""Number blocks on /ddis/new (docs/pages.md#number-blocks): a first number and a count,
-extensions incremented or one for all; nothing created if any number is taken."""
+"""Number blocks (services/records/ddis.py), by the service and on /ddis/new
+(docs/pages.md#number-blocks): a first number and a count, extensions incremented or one for
+all; nothing created if any number is taken."""
 
 from __future__ import annotations
 

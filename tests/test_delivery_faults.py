@@ -23,7 +23,7 @@ from webapp.services.events import delivery, webhooks
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
-from .test_webhook_delivery import Receiver, first_arrivals
+from .test_delivery import Receiver, first_arrivals
 from .waiting import wait_until
 
 pytestmark = pytest.mark.slow

@@ -1,3 +1,7 @@
+"""The record operations of the API (/rest/ops/): a create read back, a path without its
+trailing slash, the row of a batch that names an unknown company."""
+
+
 def test_create_and_read_roundtrip(factory):
     factory.company("acme")
     admin = factory.account("root", system_admin=True)
