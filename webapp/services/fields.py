@@ -303,11 +303,3 @@ def _refuse(problems: dict[str, str]) -> None:
     field, why = next(iter(problems.items()))
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     raise Invalid(f"Field '{field}' {why}{more}.", problems)
-
-
-def parse_int(
-    value: Any, name: str, low: int, high: int, default: int | None, label: str | None = None
-) -> int | None:
-    """A JSON integer within [low, high], `default` when absent or null (Bounded's rules)."""
-    result: int | None = Bounded(low, high, default).parse(value, name, label)
-    return result
