@@ -11,14 +11,7 @@ from __future__ import annotations
 import pytest
 
 from webapp.errors import Invalid
-from webapp.services.fields import (
-    FORMATS,
-    MAX_DDI_DIGITS,
-    Part,
-    check_format,
-    parse_int,
-    parse_part,
-)
+from webapp.services.fields import FORMATS, MAX_DDI_DIGITS, Bounded, Part, check_format, parse_part
 
 DDI = ("dialcode", "number", "virt_exten", "company")
 CREATE = Part(allowed=DDI, required=DDI)
@@ -38,6 +31,11 @@ REASONS = {
 
 def ddi(**over: str) -> dict[str, str]:
     return {"dialcode": "33", "number": "140000000", "virt_exten": "100", "company": "acme", **over}
+
+
+def parse_int(value, name, low, high, default, label=None):
+    """An integer field as the services read one: Bounded, the type the request models use."""
+    return Bounded(low, high, default).parse(value, name, label)
 
 
 def refused(part: Part, data, name: str = "values", prefix: str = "") -> Invalid:

@@ -9,7 +9,13 @@ from flask import Response, jsonify, request
 
 from ..services.billing import closed_figures, month_close, report_query, reports
 from .blueprint import bp
-from .ops import json_body, parse_envelope, require_principal
+from .ops import CLOSE, REOPEN, REPORT, json_body, parse_envelope, require_principal
+
+
+def _body(model: Any) -> dict[str, Any]:
+    body = json_body()
+    parse_envelope(body, model, ("cdr",))
+    return body
 
 
 def _report(kind: str) -> Response:
@@ -18,9 +24,7 @@ def _report(kind: str) -> Response:
     if request.method == "GET":
         scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.API)
     else:
-        body = json_body()
-        parse_envelope("report", body, ("cdr",))
-        scope = body.get("scope")
+        scope = _body(REPORT).get("scope")
     answer = reports.answer(principal, kind, reports.parse_scope(scope))
     return jsonify({"result": "success", **answer})
 
@@ -38,28 +42,26 @@ def read_ddi_count() -> Response:
 @bp.post("/call/closeMonth")
 def close_month() -> Response:
     principal = require_principal()
-    body = json_body()
-    parse_envelope("report", body, ("cdr",))
+    body = _body(CLOSE)
     close = month_close.close_month(principal, month_close.parse_scope(body.get("scope")))
-    period = closed_figures.period_json(close.year, close.month, close)
-    return jsonify({"result": "success", "period": period})
+    return _period(close)
 
 
 @bp.post("/call/reopenMonth")
 def reopen_month() -> Response:
     principal = require_principal()
-    body = json_body()
-    parse_envelope("reopen", body, ("cdr",))
+    body = _body(REOPEN)
     request_ = month_close.parse_scope(body.get("scope"))
-    close = month_close.reopen_month(principal, request_, body.get("reason"))
-    period = closed_figures.period_json(close.year, close.month, close)
-    return jsonify({"result": "success", "period": period})
+    return _period(month_close.reopen_month(principal, request_, body.get("reason")))
 
 
 @bp.post("/call/readAdjustments")
 def read_adjustments() -> Response:
     principal = require_principal()
-    body = json_body()
-    parse_envelope("report", body, ("cdr",))
-    answer = month_close.adjustments(principal, reports.parse_scope(body.get("scope")))
-    return jsonify({"result": "success", **answer})
+    scope = reports.parse_scope(_body(REPORT).get("scope"))
+    return jsonify({"result": "success", **month_close.adjustments(principal, scope)})
+
+
+def _period(close: closed_figures.Close) -> Response:
+    period = closed_figures.period_json(close.year, close.month, close)
+    return jsonify({"result": "success", "period": period})

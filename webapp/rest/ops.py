@@ -1,34 +1,106 @@
-"""POST /rest/ops/{create,read,update,link,delete}/ for `type` ddi and user."""
+"""POST /rest/ops/{create,read,update,link,delete}/ for `type` ddi and user, and the request
+bodies of every JSON operation: the envelope (`type` and the members each takes) around the
+services' own models, which validate each member (services/fields.py)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired, get_args
 
 from flask import current_app, jsonify, request
+from pydantic import Field
+from typing_extensions import TypedDict
 from werkzeug.exceptions import UnsupportedMediaType
 
 from ..access import Principal
 from ..errors import Invalid, Unauthorized
 from ..request_auth import api_principal
 from ..request_body import read_body
+from ..services.billing import month_close, reports
+from ..services.fields import STRICT
 from ..services.records import crud, ddis, record_query
-from ..services.records.kinds import KINDS, Kind
+from ..services.records.kinds import CHANGES, KINDS, Kind
 from .blueprint import bp
 
 # Routes take strict_slashes=False: scripts write /rest/ops/read and /rest/ops/read/ alike, and
 # a redirect would answer with HTML.
 
-# Top-level fields each operation accepts; anything else is an unknown field.
-TOP_LEVEL = {
-    "create": ("type", "values"),
-    "read": ("type", "scope", "limit", "offset"),
-    "update": ("type", "scope", "values"),
-    "link": ("type", "scope", "values"),
-    "delete": ("type", "scope"),
-    "report": ("type", "scope"),
-    "reopen": ("type", "scope", "reason"),
-}
+
+def _body(name: str, doc: str, kind: str, **members: Any) -> Any:
+    """A request body: its `type` and `members`, a member that may be null also absent."""
+    fields = {k: NotRequired[t] if type(None) in get_args(t) else t for k, t in members.items()}
+    typed_dict: Any = TypedDict  # a model made from data: the type checker cannot follow it
+    model = typed_dict(name, {"type": Literal.__getitem__(kind), **fields})
+    model.__doc__, model.__pydantic_config__ = doc, STRICT
+    return model
+
+
+def _record_bodies(kind: Kind) -> dict[str, Any]:
+    """createRecords', readRecords', updateRecords' and deleteRecords' bodies for `kind`."""
+    name, label, record = kind.schema, f"{kind.label}s", kind.create_part.model
+    batch = Annotated[list[record], Field(min_length=1, max_length=crud.MAX_BATCH)]  # type: ignore[valid-type]
+    rows = f"One record, or up to {crud.MAX_BATCH:,} created all or nothing."
+    return {
+        "create": _body(
+            f"Create{name}Request",
+            f"The body of createRecords for {label}.",
+            kind.name,
+            values=Annotated[record | batch, Field(description=rows)],
+        ),
+        "read": _body(
+            f"Read{name}Request",
+            f"The body of readRecords for {label}.",
+            kind.name,
+            scope=kind.scope_part.model | None,
+            limit=Annotated[int, record_query.LIMIT, Field(description="Rows in the page.")] | None,
+            offset=Annotated[
+                int,
+                record_query.OFFSET,
+                Field(description="Matching rows skipped before the page."),
+            ]
+            | None,
+        ),
+        "update": _body(
+            f"Update{name}Request",
+            f"The body of updateRecords for {label}.",
+            kind.name,
+            scope=kind.scoped_write_part.model,
+            values=CHANGES.model,
+        ),
+        "delete": _body(
+            f"Delete{name}Request",
+            f"The body of deleteRecords for {label}.",
+            kind.name,
+            scope=kind.scoped_write_part.model,
+        ),
+    }
+
+
+# Each operation's body, by `type` (records) or by name.
+BODIES = {name: _record_bodies(kind) for name, kind in KINDS.items()}
+LINK = BODIES["ddi"]["link"] = _body(
+    "LinkDdiRequest",
+    "The body of linkDdi.",
+    "ddi",
+    scope=ddis.LINK_SCOPE.model,
+    values=ddis.LINK_VALUES.model,
+)
+REPORT = _body(
+    "ReportRequest",
+    "The body of a report: `type` is always `cdr`.",
+    "cdr",
+    scope=reports.ReportScope | None,
+)
+CLOSE = _body(
+    "CloseMonthRequest", "The body of closeMonth.", "cdr", scope=month_close.ClosableMonth
+)
+REOPEN = _body(
+    "ReopenMonthRequest",
+    "The body of reopenMonth.",
+    "cdr",
+    scope=month_close.Month,
+    reason=month_close.Reason,
+)
 
 
 def require_principal() -> Principal:
@@ -52,9 +124,10 @@ def json_body() -> dict[str, Any]:
     return body
 
 
-def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str:
-    """Check the top-level fields and return the `type`."""
-    unknown = {k: "unknown field" for k in body if k not in TOP_LEVEL[op]}
+def parse_envelope(body: dict[str, Any], model: Any, types: tuple[str, ...]) -> str:
+    """Check the top-level fields against the body `model`'s members and return the `type`,
+    one of `types`; its members are the services' to check."""
+    unknown = {k: "unknown field" for k in body if k not in model.__annotations__}
     if unknown:
         raise Invalid(f"Field '{next(iter(unknown))}' is not known here.", unknown)
     kind = body.get("type")
@@ -71,7 +144,7 @@ def parse_envelope(op: str, body: dict[str, Any], types: tuple[str, ...]) -> str
 def _op(op: str, types: tuple[str, ...] = ("ddi", "user")) -> tuple[Principal, dict, Kind]:
     principal = require_principal()
     body = json_body()
-    kind = KINDS[parse_envelope(op, body, types)]
+    kind = KINDS[parse_envelope(body, BODIES["ddi"][op], types)]
     return principal, body, kind
 
 

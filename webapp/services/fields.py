@@ -1,15 +1,23 @@
 """Field formats and request shapes (docs/api.md#field-formats), checked once for the API and
-the pages.
+the pages, as typed models (pydantic, strict): the same definitions validate a request and
+state its schema in the OpenAPI document (webapp/rest/openapi.py).
 
-Every value must already be a string: a JSON number is refused, never converted.
+Every value must already be a string: a JSON number is refused, never converted. Pydantic's
+errors are worded here, so every door answers with the messages and `fields` of the API's
+error envelope.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic_core import PydanticCustomError, core_schema
+from typing_extensions import TypeAliasType, TypedDict
 
 from ..errors import Invalid
 
@@ -21,9 +29,61 @@ FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "company": (re.compile(r"[a-z0-9._-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ -"),
     "username": (re.compile(r"[a-z0-9._@-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ - @"),
 }
-MAX_DDI_DIGITS = 17
+MAX_DIALCODE, MAX_NUMBER, MAX_DDI_DIGITS = 7, 15, 17
 # A calendar day as YYYY-MM-DD (date.fromisoformat alone also takes other ISO forms).
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# Request objects refuse unknown members and convert nothing.
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+# Each format's schema: its name in the OpenAPI document, what it is, an example.
+SCHEMAS = {
+    "dialcode": ("Dialcode", "Dialcode part of the DDI, 1 to 7 ASCII digits.", "44"),
+    "number": (
+        "Number",
+        "Number part of the DDI, 1 to 15 ASCII digits; dialcode and number together at most "
+        f"{MAX_DDI_DIGITS} digits.",
+        "2071234567",
+    ),
+    "virt_exten": ("Extension", "Linked extension, 1 to 10 ASCII digits.", "100"),
+    "company": (
+        "CompanyId",
+        "Company identifier: 1 to 64 of a-z 0-9 . _ -. In a write it must name an existing "
+        "company (400 for a System-Admin, 403 for a Company-Admin).",
+        "acme",
+    ),
+    "username": (
+        "Username",
+        "Phone user's name, 1 to 64 of a-z 0-9 . _ - @, unique within its company.",
+        "ana.kim",
+    ),
+}
+# Each format as a named type: a strict string matching its pattern.
+TYPES: dict[str, Any] = {
+    field: TypeAliasType(
+        name,
+        Annotated[
+            str,
+            StringConstraints(strict=True, pattern=f"^{FORMATS[field][0].pattern}$"),
+            Field(description=description, examples=[example]),
+        ],
+    )
+    for field, (name, description, example) in SCHEMAS.items()
+}
+if TYPE_CHECKING:
+    CompanyId = str
+else:
+    CompanyId = TYPES["company"]
+
+
+def _split(k: int) -> dict[str, Any]:
+    """A dialcode of k digits leaves the number MAX_DDI_DIGITS - k."""
+    most = {"dialcode": {"maxLength": k}, "number": {"maxLength": MAX_DDI_DIGITS - k}}
+    return {"properties": most}
+
+
+# Dialcode and number together at most MAX_DDI_DIGITS, as JSON Schema.
+DDI_DIGITS = {"dialcode": {"anyOf": [_split(k) for k in range(1, MAX_DIALCODE + 1)]}}
 
 
 def check_format(field: str, value: Any) -> str | None:
@@ -35,17 +95,183 @@ def check_format(field: str, value: Any) -> str | None:
 
 
 @dataclass(frozen=True)
+class Bounded:
+    """A JSON number from `low` to `high`, `default` when absent or null: a pydantic annotation
+    (`Annotated[int, Bounded(1, 12)]`) that validates and states its schema, or `parse` alone.
+
+    JSON has one number type, so 5.0 is the integer 5 (as JSON Schema says too); 5.5 (for an
+    integer), booleans and numbers in strings are refused. `why`, if given, words every
+    refusal alike."""
+
+    low: int
+    high: int
+    default: int | None = None
+    integer: bool = True
+    why: str | None = None
+
+    def check(self, value: Any) -> Any:
+        """The value (an int for an integer), or PydanticCustomError saying why not."""
+        if value is None:
+            raise PydanticCustomError("missing", "required")
+        if self.integer and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else int | float):
+            raise PydanticCustomError("number", self.why or "must be an integer")
+        if not self.low <= value <= self.high:
+            raise PydanticCustomError("number", self.why or f"must be {self.low} to {self.high}")
+        return value
+
+    def parse(self, value: Any, name: str, label: str | None = None) -> Any:
+        """The value checked, `default` when absent or null; Invalid naming `name` (`label` is
+        how the message names it)."""
+        if value is None:
+            return self.default
+        try:
+            return self.check(value)
+        except PydanticCustomError as exc:
+            why = exc.message()
+            raise Invalid(f"'{label or name}' {why}.", {name: why}) from None
+
+    def __get_pydantic_core_schema__(self, _source: Any, _handler: Any) -> Any:
+        # check() decides; the inner schema only states the bounds in JSON Schema.
+        schema = core_schema.int_schema if self.integer else core_schema.float_schema
+        inner = schema(ge=self.low, le=self.high)
+        return core_schema.no_info_wrap_validator_function(lambda v, _: self.check(v), inner)
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        result: dict[str, Any] = handler(schema)
+        if self.default is not None:
+            result["default"] = self.default
+        return result
+
+
+# Pydantic's error types in the envelope's words; a custom error's message is its reason.
+REASONS = {
+    "extra_forbidden": "unknown field",
+    "missing": "required",
+    "string_type": "must be a string",
+    "dict_type": "must be an object",
+    "list_type": "must be an array",
+}
+
+
+Where = tuple[str | int, ...]
+
+
+def check(adapter: TypeAdapter[Any], data: Any) -> tuple[Any, list[tuple[Where, str]]]:
+    """`data` as `adapter` validates it, and what is wrong with it as (where, why) in
+    pydantic's order (fields in the model's, then unknown ones in the request's)."""
+    try:
+        return adapter.validate_python(data), []
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+    if any(e["type"] == "string_unicode" for e in errors):
+        # JSON may hold lone surrogates, which pydantic cannot read: as the API always has,
+        # such a key is an unknown field and such text fails its check like any other.
+        readable, unknown = _readable(data)
+        return None, unknown + check(adapter, readable)[1]
+    found = []
+    for error in errors:
+        kind, where = error["type"], error["loc"]
+        if kind == "string_pattern_mismatch":
+            why = FORMATS[next(str(k) for k in reversed(where) if isinstance(k, str))][1]
+        elif kind == "literal_error":
+            why = "must be one of " + ", ".join(re.findall(r"'([^']*)'", error["ctx"]["expected"]))
+        else:
+            why = REASONS.get(kind, error["msg"])
+        found.append((where, why))
+    return None, found
+
+
+def _readable(data: Any, where: Where = ()) -> tuple[Any, list[tuple[Where, str]]]:
+    """`data` without the keys that are not valid Unicode (each an unknown field, returned
+    beside it) and with such text replaced by U+FFFD, which no format or choice admits."""
+    if isinstance(data, str):
+        return (data if _unicode(data) else "\ufffd"), []
+    if isinstance(data, list):
+        items = [_readable(value, (*where, i)) for i, value in enumerate(data)]
+        return [value for value, _ in items], [u for _, unknown in items for u in unknown]
+    if not isinstance(data, Mapping):
+        return data, []
+    readable, unknown = {}, []
+    for key, value in data.items():
+        if not _unicode(key):
+            unknown.append(((*where, key), "unknown field"))
+            continue
+        readable[key], inner = _readable(value, (*where, key))
+        unknown += inner
+    return readable, unknown
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def validated(adapter: TypeAdapter[Any], data: Any, refuse: Callable[[Where, str], Invalid]) -> Any:
+    """`data` as `adapter` validates it, or refuse(where, why) raised for what is wrong first,
+    as the API has always named it: an unknown member or an object that is not one (the
+    outermost first, unknown members in the request's order), else the first member at fault
+    in the model's order."""
+    value, found = check(adapter, data)
+    if not found:
+        return value
+    shape = [p for p in found if p[1] in ("unknown field", "must be an object")]
+    if not shape:
+        raise refuse(*found[0])
+    where, why = min(shape, key=lambda p: (len(p[0]), p[1] != "unknown field", _at(data, p[0])))
+    raise refuse(where, why)
+
+
+def _at(data: Any, where: Where) -> int:
+    """Where the member `where` of `data` stands among its siblings, in the request."""
+    for key in where[:-1]:
+        data = data[key]
+    return list(data).index(where[-1]) if isinstance(data, Mapping) and where else 0
+
+
+@dataclass(frozen=True)
 class Part:
-    """One object of a request (`scope` or `values`): which fields it may and must hold."""
+    """One object of a request (`scope` or `values`): which fields it may and must hold, as a
+    typed model named `name` in the OpenAPI document (`doc` its description)."""
 
     allowed: tuple[str, ...]
     required: tuple[str, ...] = ()
     not_editable: tuple[str, ...] = ()  # named in the error as "field not editable"
     at_least_one: bool = False
+    name: str = "Part"
+    doc: str = ""
+
+    @cached_property
+    def model(self) -> Any:
+        """A TypedDict: only the fields given come back, and a field may be absent but never
+        null. The rules across fields are parse_part's, stated in JSON Schema here."""
+        fields = {
+            f: TYPES[f] if f in self.required else NotRequired[TYPES[f]] for f in self.allowed
+        }
+        typed_dict: Any = TypedDict
+        model = typed_dict(self.name, fields)
+        model.__doc__ = self.doc
+        shown = [f for f in self.allowed if f in self.required or f == "company"]
+        extra: dict[str, Any] = {"examples": [{f: SCHEMAS[f][2] for f in shown}]}
+        if self.at_least_one:
+            extra["minProperties"] = 1
+        if {"dialcode", "number"} <= set(self.allowed):
+            extra["dependentSchemas"] = DDI_DIGITS
+        model.__pydantic_config__ = ConfigDict(**STRICT, json_schema_extra=extra)
+        return model
+
+    @cached_property
+    def adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.model)
 
 
 def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, str]:
-    """Validate one request object against `part`; return its fields or raise Invalid.
+    """Validate one request object against `part`; return its fields or raise Invalid naming
+    every problem, in the order the request gives the fields (then those missing).
 
     `name` is the object's place in the request (for the message); `prefix` goes before field
     names in `fields` (batch rows use 'values[3].').
@@ -55,53 +281,25 @@ def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, 
     if not isinstance(data, Mapping):
         where = prefix.rstrip(".") or name
         raise Invalid(f"'{where}' must be an object.", {where: "must be an object"})
-    problems: dict[str, str] = {}
-    for key, value in data.items():
-        if key in part.not_editable:
-            problems[prefix + key] = "field not editable"
-        elif key not in part.allowed:
-            problems[prefix + key] = "unknown field"
-        elif (why := check_format(key, value)) is not None:
-            problems[prefix + key] = why
-    for key in part.required:
-        if key not in data:
-            problems[prefix + key] = "required"
-    if part.at_least_one and not problems and not any(k in data for k in part.allowed):
-        problems[prefix + name] = f"must hold at least one of {', '.join(part.allowed)}"
-    if (
-        not problems
-        and "dialcode" in data
-        and "number" in data
-        and len(data["dialcode"]) + len(data["number"]) > MAX_DDI_DIGITS
-    ):
-        problems[prefix + "number"] = "dialcode and number together must be at most 17 digits"
-    if problems:
-        raise Invalid(_message(problems), problems)
-    return dict(data)
+    if found := check(part.adapter, data)[1]:
+        order = {key: i for i, key in enumerate(data)}
+        found.sort(key=lambda p: order.get(str(p[0][0]), len(order)))
+        _refuse(
+            {
+                prefix + str(loc[0]): "field not editable" if loc[0] in part.not_editable else why
+                for loc, why in found
+            }
+        )
+    if part.at_least_one and not data:
+        _refuse({prefix + name: f"must hold at least one of {', '.join(part.allowed)}"})
+    digits = len(data.get("dialcode", "")) + len(data.get("number", ""))
+    if "dialcode" in data and "number" in data and digits > MAX_DDI_DIGITS:
+        why = f"dialcode and number together must be at most {MAX_DDI_DIGITS} digits"
+        _refuse({prefix + "number": why})
+    return dict(data)  # as given: the fields' order reaches the audit log and the events
 
 
-def _message(problems: dict[str, str]) -> str:
+def _refuse(problems: dict[str, str]) -> None:
     field, why = next(iter(problems.items()))
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"Field '{field}' {why}{more}."
-
-
-def parse_int(
-    value: Any, name: str, low: int, high: int, default: int | None, label: str | None = None
-) -> int | None:
-    """A JSON integer within [low, high], `default` when absent or null.
-
-    JSON has one number type, so 5.0 is the integer 5 (as JSON Schema says too); 5.5, booleans
-    and numbers in strings are refused. `label` is how the message names the field.
-    """
-    label = label or name
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid(f"'{label}' must be an integer.", {name: "must be an integer"})
-    if not low <= value <= high:
-        why = f"must be {low} to {high}"
-        raise Invalid(f"'{label}' {why}.", {name: why})
-    return value
+    raise Invalid(f"Field '{field}' {why}{more}.", problems)

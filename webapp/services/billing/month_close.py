@@ -14,18 +14,20 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from flask import current_app
+from pydantic import Field, TypeAdapter, with_config
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
+from typing_extensions import TypedDict
 
 from ...access import Principal
 from ...database import insert_rows, utcnow, write_transaction
 from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import ClosedFigures, MonthClose
-from ..fields import parse_int
+from ..fields import STRICT, validated
 from ..history import audit, intervals
 from . import closed_figures, periods, reports, rollups
 from .closed_figures import Close
@@ -47,22 +49,45 @@ class MonthRequest:
     year: int | None  # None: the month's most recent occurrence, as for reports
 
 
+@with_config(STRICT)
+class Month(TypedDict):
+    """A month: without a year, its most recent occurrence that is not in the future."""
+
+    month: Annotated[int, reports.MONTH]
+    year: NotRequired[Annotated[int, reports.YEAR] | None]
+
+
+Month.__doc__ = f"{Month.__doc__} {reports.FUTURE_MONTH}"
+MONTH = TypeAdapter(Month)
+
+
+@with_config(STRICT)
+class ClosableMonth(Month):
+    """An ended month: the current month (to date) and future ones cannot be closed (400).
+    Without a year, the month's most recent occurrence that is not in the future, so not the
+    current month. This document is made when it is served, so these bounds are today's in
+    REPORT_TIMEZONE."""
+
+
+# A reopening's reason (parse_reason), as JSON Schema states it.
+Reason = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=REASON_MAX,
+        pattern=REASON_PATTERN,
+        description="Why the month is reopened: not only white space, no control character but "
+        "line breaks and tabs.",
+    ),
+]
+
+
 def parse_scope(scope: Any) -> MonthRequest:
-    """Validate closeMonth's and reopenMonth's `scope`: month (required) and year."""
-    if scope is None:
-        scope = {}
-    if not isinstance(scope, dict):
-        raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
-    unknown = [k for k in scope if k not in ("month", "year")]
-    if unknown:
-        raise Invalid(f"Field '{unknown[0]}' is not known here.", {unknown[0]: "unknown field"})
-    month = parse_int(scope.get("month"), "month", 1, 12, None, label="scope.month")
-    if month is None:
-        raise Invalid("'scope.month' is required.", {"month": "required"})
-    year = parse_int(
-        scope.get("year"), "year", reports.MIN_YEAR, reports.MAX_YEAR, None, label="scope.year"
-    )
-    return MonthRequest(month, year)
+    """Validate closeMonth's and reopenMonth's `scope` (Month; ClosableMonth has the same
+    fields): Invalid naming the first field at fault. Whether the month has ended is
+    ended_period's to check, whether it is in the future periods.resolve's."""
+    values = validated(MONTH, {} if scope is None else scope, reports.scope_invalid)
+    return MonthRequest(values["month"], values.get("year"))
 
 
 def parse_label(text: str) -> MonthRequest:

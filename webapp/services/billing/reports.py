@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from flask import current_app
+from pydantic import Field, TypeAdapter, with_config
 from sqlalchemy import (
     DateTime,
     Integer,
@@ -35,13 +36,14 @@ from sqlalchemy import (
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import Over
 from sqlalchemy.sql.functions import FunctionElement
+from typing_extensions import TypedDict
 
 from ...access import Principal, within
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Company, HistoryInterval
 from ...observability.metrics import REPORT_SECONDS, timed, timed_report
-from ..fields import check_format, parse_int
+from ..fields import STRICT, Bounded, CompanyId, validated
 from . import _rollup_sums, closed_figures, periods, rollups
 
 ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
@@ -49,6 +51,36 @@ ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "user": ("billableUserDaysPerDay", "billableUserDaysForMonth"),
 }
 MIN_YEAR, MAX_YEAR = 1970, 9999
+MONTH, YEAR = Bounded(1, 12), Bounded(MIN_YEAR, MAX_YEAR)
+# A report month may not be in the future: the OpenAPI document states today's bounds, which
+# periods.resolve checks.
+FUTURE_MONTH = (
+    "A month in the future is refused (400): `year` is at most the current year in "
+    "REPORT_TIMEZONE and, in that year, `month` at most the current month. This document is "
+    "made when it is served, so those bounds are today's."
+)
+YEAR_NEEDS_MONTH = "A `year` without a `month` is refused (400)."
+
+
+@with_config(STRICT)
+class ReportScope(TypedDict, total=False):
+    company: Annotated[
+        list[CompanyId] | None,
+        Field(
+            description="The companies (default: every company the caller may see); unknown "
+            "or invisible ones are left out."
+        ),
+    ]
+    month: Annotated[int, MONTH] | None
+    year: Annotated[int, YEAR] | None
+
+
+ReportScope.__doc__ = (
+    "Which companies and month a report covers. No month: the current month to date; a month "
+    f"without a year: its most recent occurrence that is not in the future. {YEAR_NEEDS_MONTH} "
+    f"{FUTURE_MONTH}"
+)
+REPORT_SCOPE = TypeAdapter(ReportScope)
 
 
 @dataclass(frozen=True)
@@ -59,27 +91,26 @@ class ReportRequest:
 
 
 def parse_scope(scope: Any) -> ReportRequest:
-    """Validate a report `scope` object: company (array of identifiers), month, year."""
-    if scope is None:
-        scope = {}
-    if not isinstance(scope, dict):
-        raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
-    unknown = [k for k in scope if k not in ("company", "month", "year")]
-    if unknown:
-        raise Invalid(f"Field '{unknown[0]}' is not known here.", {unknown[0]: "unknown field"})
-    companies = scope.get("company")
-    if companies is not None:
-        if not isinstance(companies, list):
-            raise Invalid(
-                "'scope.company' must be an array of company identifiers.",
-                {"company": "must be an array"},
-            )
-        for item in companies:
-            if (why := check_format("company", item)) is not None:
-                raise Invalid(f"Every company identifier {why}.", {"company": why})
-    month = parse_int(scope.get("month"), "month", 1, 12, None, label="scope.month")
-    year = parse_int(scope.get("year"), "year", MIN_YEAR, MAX_YEAR, None, label="scope.year")
-    return ReportRequest(companies, month, year)
+    """Validate a report `scope` object (ReportScope): Invalid naming the first field at fault.
+    The month's own bounds today (not in the future) are periods.resolve's."""
+    values = validated(REPORT_SCOPE, {} if scope is None else scope, scope_invalid)
+    return ReportRequest(values.get("company"), values.get("month"), values.get("year"))
+
+
+def scope_invalid(where: tuple[str | int, ...], why: str) -> Invalid:
+    """A report's or a month's scope at fault, in the API's words: `fields` names the member
+    without 'scope.'."""
+    name = str(where[0]) if where else "scope"
+    if why == "unknown field":
+        message = f"Field '{name}' is not known here."
+    elif len(where) > 1:
+        message = f"Every company identifier {why}."
+    elif why == "must be an array":
+        message = "'scope.company' must be an array of company identifiers."
+    else:
+        said = "is required" if why == "required" else why
+        message = f"'{'scope.' + name if where else 'scope'}' {said}."
+    return Invalid(message, {name: why})
 
 
 def report(principal: Principal, kind: str, request: ReportRequest, today: date | None = None):

@@ -7,17 +7,19 @@ so a reader that asks for what follows the last id it has seen never misses an e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast
 
+from pydantic import Field, TypeAdapter, with_config
 from sqlalchemy import ColumnElement, Row, and_, func, or_, select
+from typing_extensions import TypeAliasType, TypedDict
 
 from ...access import CompanyScope, Principal, within
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Event, EventTxn
-from ..fields import check_format
+from ..fields import STRICT, Bounded, CompanyId, validated
 from . import journal
 from .journal import TYPES
 
@@ -26,7 +28,43 @@ MAX_LIMIT = 1000
 MAX_WAIT = 30
 MAX_ID = 2**63 - 1  # the largest id the database holds (BIGINT): a larger `after` is refused
 POLL_SECONDS = 0.2  # how often a waiting read looks for a new commit
-FIELDS = ("after", "limit", "scope", "wait")
+AFTER = Bounded(0, MAX_ID, 0, why=f"must be from 0 to {MAX_ID}")
+LIMIT = Bounded(1, MAX_LIMIT, DEFAULT_LIMIT, why=f"must be from 1 to {MAX_LIMIT}")
+WAIT = Bounded(0, MAX_WAIT, 0, integer=False, why=f"must be 0 to {MAX_WAIT}")
+EventType = TypeAliasType(
+    "EventType",
+    Annotated[
+        Literal[TYPES],  # type: ignore[valid-type]
+        Field(description="What happened to which kind of record."),
+    ],
+)
+
+
+@with_config(STRICT)
+class EventScope(TypedDict, total=False):
+    """Only the events of these companies and types."""
+
+    company: list[CompanyId]
+    type: list[EventType]
+
+
+@with_config(STRICT)
+class ReadEventsRequest(TypedDict, total=False):
+    """The body of readEvents: every member optional."""
+
+    # In the order the read has always checked them.
+    wait: (
+        Annotated[
+            float, WAIT, Field(description="Seconds to wait for an event when none is there yet.")
+        ]
+        | None
+    )
+    after: Annotated[int, AFTER, Field(description="The last id already read.")] | None
+    limit: Annotated[int, LIMIT] | None
+    scope: EventScope | None
+
+
+READ = TypeAdapter(ReadEventsRequest)
 
 
 @dataclass(frozen=True)
@@ -41,68 +79,32 @@ class Query:
     wait: float = 0
 
 
-def _integer(body: Mapping[str, Any], field: str, default: int, low: int, high: int | None) -> int:
-    value = body.get(field)
-    if value is None:  # absent or null: the default (docs/api.md, field formats)
-        value = default
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)  # JSON has one number type: 5.0 is the integer 5 (fields.parse_int)
-    span = f"from {low} to {high}" if high is not None else f"of at least {low}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise Invalid(f"'{field}' must be a whole number {span}.", {field: f"must be {span}"})
-    if high is not None and value > high:
-        raise Invalid(f"'{field}' must be a whole number {span}.", {field: f"must be {span}"})
-    return value
-
-
-def _names(
-    scope: Mapping[str, Any], field: str, check: Callable[[Any], str | None]
-) -> frozenset[str] | None:
-    if field not in scope:
-        return None
-    values = scope[field]
-    where = f"scope.{field}"
-    if not isinstance(values, list):
-        raise Invalid(f"'{where}' must be an array.", {where: "must be an array"})
-    for i, value in enumerate(values):
-        if (why := check(value)) is not None:
-            raise Invalid(f"'{where}[{i}]' {why}.", {f"{where}[{i}]": why})
-    return frozenset(values)
-
-
-def _type_problem(value: Any) -> str | None:
-    return (
-        None if isinstance(value, str) and value in TYPES else f"must be one of {', '.join(TYPES)}"
-    )
-
-
 def parse(body: Mapping[str, Any]) -> Query:
-    """The read's fields checked (docs/events.md#reading-them-post-resteventsread): Invalid naming
-    the first one at fault, or an unknown one."""
-    for key in body:
-        if key not in FIELDS:
-            raise Invalid(f"Unknown field '{key}'.", {key: "unknown field"})
-    scope = body.get("scope")
-    if scope is None:  # absent or null: no narrowing ([], "", 0 or false are refused below)
-        scope = {}
-    if not isinstance(scope, Mapping):
-        raise Invalid("'scope' must be an object.", {"scope": "must be an object"})
-    for key in scope:
-        if key not in ("company", "type"):
-            raise Invalid(f"Unknown field 'scope.{key}'.", {f"scope.{key}": "unknown field"})
-    wait = 0 if body.get("wait") is None else body["wait"]
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= MAX_WAIT:
-        raise Invalid(
-            f"'wait' must be a number of seconds from 0 to {MAX_WAIT}.",
-            {"wait": f"must be 0 to {MAX_WAIT}"},
-        )
+    """The read's fields checked (ReadEventsRequest, docs/events.md): Invalid naming the first
+    one at fault, or an unknown one. Null is the default, as absent."""
+    values = validated(READ, body, _invalid)
+    scope = values.get("scope") or {}
+    companies, types = scope.get("company"), scope.get("type")
     return Query(
-        after=_integer(body, "after", 0, 0, MAX_ID),
-        limit=_integer(body, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-        companies=_names(scope, "company", lambda v: check_format("company", v)),
-        types=_names(scope, "type", _type_problem),
-        wait=float(wait),
+        after=AFTER.parse(values.get("after"), "after"),
+        limit=LIMIT.parse(values.get("limit"), "limit"),
+        companies=None if companies is None else frozenset(companies),
+        types=None if types is None else frozenset(types),
+        wait=float(WAIT.parse(values.get("wait"), "wait")),
     )
+
+
+def _invalid(where: tuple[str | int, ...], why: str) -> Invalid:
+    path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where)[1:]
+    if why == "unknown field":
+        message = f"Unknown field '{path}'."
+    elif path == "wait":
+        message = f"'wait' must be a number of seconds from 0 to {MAX_WAIT}."
+    elif path in ("after", "limit"):
+        message = f"'{path}' must be a whole number {why.removeprefix('must be ')}."
+    else:
+        message = f"'{path}' {why}."
+    return Invalid(message, {path: why})
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,14 @@ from .. import changes
 from ..billing import closed_figures, periods
 from ..fields import Part, parse_part
 from ..history import audit, intervals
+from ..records.kinds import DDI
 
 HEADER = ["kind", "company", "key", "start", "end"]
 # The fields module's checks of a username and of a DDI's dialcode and number (17 digits at
 # most together), for the key column.
 _KEY_PARTS = {
-    "user": Part(allowed=("username",), required=("username",)),
-    "ddi": Part(allowed=("dialcode", "number"), required=("dialcode", "number")),
+    "user": Part(("username",), ("username",)),
+    "ddi": DDI.key_part,
 }
 
 

@@ -4,7 +4,7 @@ with kinds.DDI."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select
@@ -14,12 +14,17 @@ from ...database import write_transaction
 from ...errors import Conflict, Invalid, NotFound
 from ...extensions import db
 from ...models import Ddi
-from ..fields import Part, parse_int, parse_part
+from ..fields import Bounded, Part, parse_part
 from . import crud
 from .kinds import DDI
 
-LINK_SCOPE = Part(allowed=("dialcode", "number"), required=("dialcode", "number"))
-LINK_VALUES = Part(allowed=("virt_exten", "company"), required=("virt_exten", "company"))
+LINK_SCOPE = replace(DDI.key_part, doc="The DDI a link names.")
+LINK_VALUES = Part(
+    ("virt_exten", "company"),
+    ("virt_exten", "company"),
+    name="DdiLink",
+    doc="Where a link puts the DDI: both the extension and the company.",
+)
 
 
 def link(principal: Principal, scope: Any, values: Any) -> int:
@@ -48,6 +53,7 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
 
 
 MAX_BLOCK = 10_000
+BLOCK_SIZE = Bounded(1, MAX_BLOCK)
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def create_block(principal: Principal, values: Any, count: Any, same_extension: 
     """
     crud.require_create_delete(principal, DDI, "create")
     first = parse_part(DDI.create_part, values, "values")
-    size = parse_int(count, "count", 1, MAX_BLOCK, None, "How many")
+    size = BLOCK_SIZE.parse(count, "count", "How many")
     if size is None:
         raise Invalid("'count' is required.", {"count": "required"})
     numbers = _consecutive(first["number"], size, "number", "the block would run past")

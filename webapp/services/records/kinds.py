@@ -5,7 +5,8 @@ record_query.py, listing.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ...models import Ddi, PhoneUser, RecordModel
@@ -13,12 +14,22 @@ from ..fields import Part
 from ..history.audit import AuditData
 
 EDITABLE = ("virt_exten", "company")
+# An update's values, the same for both kinds: what each calls not editable differs only in
+# the message (Kind.update_part).
+CHANGES = Part(
+    EDITABLE,
+    at_least_one=True,
+    name="RecordChanges",
+    doc="An update's new values: at least one of these. A record's key (a DDI's dialcode and "
+    "number, a phone user's username) is not editable.",
+)
 
 
 @dataclass(frozen=True)
 class Kind:
     name: str  # the request's `type`, and the history/audit kind
     label: str  # for messages: "DDI", "phone user"
+    schema: str  # what the OpenAPI document names its models after: "Ddi", "PhoneUser"
     model: RecordModel
     fields: tuple[str, ...]  # in answer order
     order: tuple[str, ...]  # read order
@@ -71,21 +82,37 @@ class Kind:
             other_company=before["company"] if moved and before is not None else None,
         )
 
-    @property
+    # The request objects (services/fields.py), each a model the document names.
+    @cached_property
     def create_part(self) -> Part:
-        return Part(allowed=self.fields, required=self.fields)
+        doc = f"One of the {self.label}s, every field given."
+        return Part(self.fields, self.fields, name=self.schema, doc=doc)
 
-    @property
+    @cached_property
     def scope_part(self) -> Part:
-        return Part(allowed=self.fields)
+        doc = (
+            f"Which {self.label}s a read returns: each field given is an exact-match filter; "
+            "none, every visible one."
+        )
+        return Part(self.fields, name=f"{self.schema}Filter", doc=doc)
 
-    @property
+    @cached_property
     def scoped_write_part(self) -> Part:
-        return Part(allowed=self.fields, required=("company",))
+        doc = (
+            f"Which {self.label}s an update or delete touches: `company` required, every other "
+            "field narrows."
+        )
+        return Part(self.fields, ("company",), name=f"{self.schema}Scope", doc=doc)
 
-    @property
+    @cached_property
     def update_part(self) -> Part:
-        return Part(allowed=EDITABLE, not_editable=self.keys, at_least_one=True)
+        return replace(CHANGES, not_editable=self.keys)
+
+    @cached_property
+    def key_part(self) -> Part:
+        """The order fields, all required: one record (a DDI's dialcode and number)."""
+        doc = f"One of the {self.label}s by its key."
+        return Part(self.order, self.order, name=f"{self.schema}Key", doc=doc)
 
 
 class Row:
@@ -104,6 +131,7 @@ def stored_ddi(values: dict[str, str]) -> dict[str, str]:
 DDI = Kind(
     name="ddi",
     label="DDI",
+    schema="Ddi",
     model=Ddi,
     fields=("dialcode", "number", "virt_exten", "company"),
     order=("dialcode", "number"),
@@ -118,6 +146,7 @@ DDI = Kind(
 PHONE_USER = Kind(
     name="user",
     label="phone user",
+    schema="PhoneUser",
     model=PhoneUser,
     fields=("username", "virt_exten", "company"),
     order=("company", "username"),

@@ -44,19 +44,21 @@ from ...access import Principal
 from ...database import on_postgresql, upper_bound
 from ...errors import Invalid, NotFound
 from ...extensions import db
-from ..fields import MAX_DDI_DIGITS, Part, parse_int, parse_part
+from ..fields import MAX_DDI_DIGITS, MAX_DIALCODE, MAX_NUMBER, Bounded, Part, parse_part
 from .kinds import Kind
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
 MAX_OFFSET = 2**31 - 1
+# read's page: `limit` rows from `offset` (the OpenAPI document states the same bounds).
+LIMIT = Bounded(0, MAX_LIMIT, DEFAULT_LIMIT)
+OFFSET = Bounded(0, MAX_OFFSET, 0)
 # Prefix filters on these fields can be an index range on any collation: values are digits.
 DIGIT_FIELDS = frozenset({"dialcode", "number", "virt_exten"})
 ESCAPE = "/"  # LIKE's escape character, as SQLAlchemy's autoescape uses
 # The number search: what people write around digits, dropped before matching.
 Q_IGNORED = str.maketrans("", "", " +-.()")
 MAX_Q = 100  # characters as typed
-MAX_DIALCODE, MAX_NUMBER = 7, 15
 WALK_DIGITS = 2  # ends of numbers this short are found by walking the order (_q_branches)
 
 
@@ -345,8 +347,8 @@ def read(
     companies the principal administers; `total` counts all matches, `rows` one page (the
     API's read; the pages page by keyset through services/records/listing.py)."""
     selection = select_rows(principal, kind, scope)
-    limit = parse_int(limit, "limit", 0, MAX_LIMIT, DEFAULT_LIMIT)
-    offset = parse_int(offset, "offset", 0, MAX_OFFSET, 0)
+    limit = LIMIT.parse(limit, "limit")
+    offset = OFFSET.parse(offset, "offset")
     if selection.empty:
         return Page(rows=[], total=0)
     params = {**selection.params, "limit": limit, "offset": offset}
@@ -377,7 +379,7 @@ def get(principal: Principal, kind: Kind, key: Any) -> dict[str, str]:
     and other companies' records alike, so existence does not leak. Forbidden unless an
     administrator."""
     try:
-        selection = select_rows(principal, kind, key, part=_key_part(kind))
+        selection = select_rows(principal, kind, key, part=kind.key_part)
     except Invalid:
         raise NotFound(f"No such {kind.label}.") from None
     if not selection.empty:
@@ -386,8 +388,3 @@ def get(principal: Principal, kind: Kind, key: Any) -> dict[str, str]:
         if row is not None:
             return dict(zip(kind.fields, row, strict=True))
     raise NotFound(f"No such {kind.label}.")
-
-
-@lru_cache(maxsize=8)
-def _key_part(kind: Kind) -> Part:
-    return Part(allowed=kind.order, required=kind.order)
