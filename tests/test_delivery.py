@@ -198,12 +198,15 @@ def first_arrivals(ids: list[int]) -> list[int]:
     return first
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def running_receiver() -> Iterator[Receiver]:
+    """A Receiver for the test, closed after it; whatever it could not answer fails the test."""
     r = Receiver()
     yield r
     r.close()
     assert not r.errors, r.errors
+
+
+receiver = pytest.fixture(running_receiver, name="receiver")
 
 
 # --- the worker and its clock -----------------------------------------------------------------

@@ -23,7 +23,7 @@ from webapp.services.events import delivery, webhooks
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
-from .test_delivery import Receiver, first_arrivals
+from .test_delivery import Receiver, first_arrivals, running_receiver
 from .waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -98,21 +98,11 @@ def workers(world, tmp_path) -> Iterator[Workers]:
     w.stop_all()
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-    assert not r.errors, r.errors
+receiver = pytest.fixture(running_receiver, name="receiver")
 
 
-@pytest.fixture
-def bystander() -> Iterator[Receiver]:
-    """A second receiver, for a webhook beside the one under test."""
-    r = Receiver()
-    yield r
-    r.close()
-    assert not r.errors, r.errors
+# A second receiver, for a webhook beside the one under test.
+bystander = pytest.fixture(running_receiver, name="bystander")
 
 
 def make_ddis(

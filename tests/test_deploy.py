@@ -15,7 +15,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from webapp.services.events import webhooks
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
-from .test_delivery import Receiver
+from .test_delivery import running_receiver
 from .waiting import wait_until
 
 pytestmark = pytest.mark.slow  # real gunicorn and worker processes
@@ -80,12 +79,7 @@ def process_env(migrated, tmp_path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-    assert not r.errors, r.errors
+receiver = pytest.fixture(running_receiver, name="receiver")
 
 
 def stop_cleanly(name: str, process: subprocess.Popen, log: Path) -> None:
