@@ -93,12 +93,15 @@ class _Handler(BaseHTTPRequestHandler):
             status, delay = answer if isinstance(answer, tuple) else (answer, 0.0)
             if delay:  # a slow receiver, as the script asks: the worker's wait is under test
                 time.sleep(delay)
+            # Noted before the answer leaves: the worker may act on it, and the test read it,
+            # before this thread runs again.
+            request.status = status
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
             self.wfile.flush()
-            request.status = status
         except OSError:  # the worker gave up on the answer and closed the connection
+            request.status = None
             self.close_connection = True
         finally:
             receiver._left(request)
