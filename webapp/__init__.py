@@ -132,10 +132,6 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         configure_engine(db.engine)
         # Log format and level, request ids and the access line, /metrics when configured.
         observability.init_app(app, db.engine)
-        from .observability import metrics
-        from .services.events import backlog
-
-        metrics.add_source(backlog.metrics)
         check_database_exists(db.engine)
 
     from . import (
@@ -144,8 +140,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         views,
     )
     from .cli import register_cli
+    from .observability import metrics
     from .rest import bp as rest_bp
     from .rest.meta import healthz, readyz
+    from .services.events import backlog
 
     app.register_blueprint(rest_bp)
     views.register(app)
@@ -154,6 +152,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.add_url_rule("/readyz", "readyz", readyz)  # readiness (docs/observe.md)
     register_error_handlers(app)
     register_cli(app)
+    metrics.add_source(backlog.metrics)  # the event backlog, read at each scrape
     return app
 
 

@@ -71,7 +71,7 @@ class Kind:
         """
         now = after if after is not None else before
         assert now is not None, "a change has a before, an after, or both"
-        moved = before is not None and after is not None and before["company"] != after["company"]
+        left = before["company"] if before is not None and after is not None else None
         return AuditData(
             f"{self.name}.{action}",
             self.target(Row(now)),
@@ -79,7 +79,7 @@ class Kind:
             before=before,
             after=after,
             detail=detail,
-            other_company=before["company"] if moved and before is not None else None,
+            other_company=left if left != now["company"] else None,
         )
 
     # The request objects (services/fields.py), each a model the document names.
