@@ -8,9 +8,10 @@ scope for None itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sqlalchemy import ColumnElement, true
 from sqlalchemy.orm import QueryableAttribute
@@ -37,6 +38,75 @@ def within(column: CompanyColumn, scope: CompanyScope) -> ColumnElement[bool]:
     if scope is None:
         return true()
     return column.in_(sorted(scope))
+
+
+ANOTHER_COMPANY = "another company"
+"""What a reader is shown in place of a company it may not see (the audit page and CSV)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One record's change as one reader may see it (`redact`). `company` is where the record
+    is after the change (before it, for a deletion), `other_company` the company a move took it
+    from; each is None when there is none or when it is hidden, and `company_hidden` /
+    `other_hidden` say which was hidden."""
+
+    company: str | None
+    other_company: str | None
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+    company_hidden: bool = False
+    other_hidden: bool = False
+    target: str | None = None
+
+    @property
+    def company_text(self) -> str:
+        """The companies as the audit page and its CSV name them: 'acme', 'acme (from
+        umbrella)', 'acme (from another company)', 'another company (from umbrella)'."""
+        now = self.company or (ANOTHER_COMPANY if self.company_hidden else "")
+        if self.other_company or self.other_hidden:
+            return f"{now} (from {self.other_company or ANOTHER_COMPANY})"
+        return now
+
+
+def redact(
+    scope: CompanyScope,
+    company: str | None,
+    other_company: str | None,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    target: str | None = None,
+) -> Seen:
+    """The one redaction rule, for every surface that shows a change of a record (the change
+    feed, the webhook payloads, the audit page, its CSV, a DDI's page).
+
+    Guarantees: whatever belongs to a company outside `scope` (None: every company) is absent.
+    A change has two sides: the record before it belongs to the company it was in then
+    (`other_company` for a move, else `company`), the record after it to `company`. A side in a
+    hidden company is dropped as a whole (None), values and all, and that company's identifier
+    with it; what is left names only companies in `scope`. `target`, the audit log's name of
+    the record ('user acme/ana'), names it in `company`: hidden, it names the record where the
+    reader last saw it, or 'another company'. Entries about no company (accounts, webhooks)
+    are not a company's and are left as they are.
+    """
+    if scope is None:
+        return Seen(company, other_company, before, after, target=target)
+    then = other_company or company
+    now_shown = company is None or company in scope
+    then_shown = then is None or then in scope
+    if target is not None and company is not None and not now_shown:
+        instead = then if then_shown and then is not None else ANOTHER_COMPANY
+        # The company part of '<kind> <company>/<name>': only that, never the name.
+        target = re.sub(rf"(?<= ){re.escape(company)}(?=/)", instead, target, count=1)
+    return Seen(
+        company=company if now_shown else None,
+        other_company=other_company if then_shown else None,
+        before=before if then_shown else None,
+        after=after if now_shown else None,
+        company_hidden=not now_shown,
+        other_hidden=other_company is not None and not then_shown,
+        target=target,
+    )
 
 
 @dataclass(frozen=True)

@@ -480,8 +480,8 @@ class Event(Model):
     The record before and after the change, in plain columns (no JSON to encode per event):
     its key (`dialcode` and `number`, or `username` within `company`), its extension before
     and after (NULL for a create / a delete), and its company: `company` after the change (the
-    one it had, for a delete), `other_company` the one a move took it from. event_feed.shape
-    gives them back as `before` and `after`."""
+    one it had, for a delete), `other_company` the one a move took it from.
+    services/events/feed.shape gives them back as `before` and `after`."""
 
     __tablename__ = "events"
     # A Company-Admin's feed and a webhook's company filter: one index range per side of a

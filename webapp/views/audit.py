@@ -68,7 +68,7 @@ def index():
         result = audit.search(me, **filters, **_position(), per_page=PER_PAGE)
     except ServiceError as exc:
         status = form_error(form, exc, on_form=(400,))
-        result = audit_query.AuditPage([], 0, False, False, False)
+        result = audit_query.AuditPage[audit.Shown]([], 0, False, False, False)
     args = page_args(request.args, FILTERS)
     rows = result.rows
 
@@ -131,7 +131,7 @@ def csv_download():
             e.via,
             e.action,
             e.target,
-            e.company or "",
+            e.company_text,
             changes_text(e.before, e.after),
             e.detail or "",
         )

@@ -355,7 +355,10 @@ class Worker:
     def _batches(self, hook: Webhook) -> Iterator[tuple[list[Item], int | None]]:
         """What to send, in order: queued redeliveries, then the matching events after the
         cursor, a batch at a time. With each batch, the id every event up to which has been
-        read (the cursor may move there once the batch is delivered), or None."""
+        read (the cursor may move there once the batch is delivered), or None. A webhook with a
+        company filter receives each event as a Company-Admin of those companies reads it; one
+        without, as a System-Admin (feed.shape)."""
+        types, companies = webhooks.split(hook.event_types), webhooks.split(hook.companies)
         redeliveries = db.session.execute(
             select(WebhookRedelivery.event_id, WebhookRedelivery.requested_at)
             .where(WebhookRedelivery.webhook_id == hook.id)
@@ -366,15 +369,14 @@ class Worker:
             for event_id, requested_at in redeliveries:
                 rows = feed.select_rows(event_id - 1, 1, None)
                 if rows and rows[0].id == event_id:
-                    items.append(Item(feed.shape(rows[0]), requested_at, True))
+                    items.append(Item(feed.shape(rows[0], companies), requested_at, True))
                 else:  # pruned meanwhile: nothing to send
                     self._unqueued.append(event_id)
             yield items, None
-        types, companies = webhooks.split(hook.event_types), webhooks.split(hook.companies)
         while True:
             newest = webhooks.newest_event()  # before the read (feed.read)
             rows = feed.select_rows(hook.cursor, BATCH, companies, types)
-            items = [Item(feed.shape(r), r.at, False) for r in rows]
+            items = [Item(feed.shape(r, companies), r.at, False) for r in rows]
             complete = len(rows) < BATCH
             yield items, newest if complete else None
             if complete or self.stopping:

@@ -15,7 +15,7 @@ from pydantic import Field, TypeAdapter, with_config
 from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 from typing_extensions import TypeAliasType, TypedDict
 
-from ...access import CompanyScope, Principal, within
+from ...access import CompanyScope, Principal, redact, within
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Event, EventTxn
@@ -226,33 +226,41 @@ def _about(companies: frozenset[str], after: int, bounded: bool) -> ColumnElemen
     return or_(and_(own, Event.txn_id >= oldest), and_(moved, Event.txn_id >= oldest))
 
 
-def _hide(company: str | None, visible: CompanyScope) -> str | None:
-    return company if visible is None or company in visible else None
-
-
 def shape(row: Row[Any], visible: CompanyScope = None) -> dict[str, Any]:
     """One event as the API and the webhooks send it (models.Event's columns given back as
-    the record's fields before and after); companies outside `visible` as null."""
-    company = _hide(row.company, visible)
+    the record's fields before and after), as a reader of the companies `visible` (None: every
+    company) may see it: access.redact drops the side of a move in a company outside them,
+    values and identifier (null)."""
     kind, _, verb = row.type.partition(".")
-    if kind == "ddi":
-        key = {"dialcode": row.dialcode, "number": row.number}
-    else:
-        key = {"company": company, "username": row.username}
 
     def record(exten: str | None, owner: str | None) -> dict[str, Any]:
         if kind == "ddi":
-            return {**key, "virt_exten": exten, "company": owner}
+            return {
+                "dialcode": row.dialcode,
+                "number": row.number,
+                "virt_exten": exten,
+                "company": owner,
+            }
         return {"username": row.username, "virt_exten": exten, "company": owner}
 
-    before_company = _hide(row.other_company, visible) if row.other_company else company
+    seen = redact(
+        visible,
+        row.company,
+        row.other_company,
+        None if verb == "created" else record(row.before_exten, row.other_company or row.company),
+        None if verb == "deleted" else record(row.after_exten, row.company),
+    )
+    if kind == "ddi":
+        key = {"dialcode": row.dialcode, "number": row.number}
+    else:
+        key = {"company": seen.company, "username": row.username}
     return {
         "id": row.id,
         "at": row.at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "type": row.type,
         "actor": row.actor,
-        "company": company,
+        "company": seen.company,
         "key": key,
-        "before": None if verb == "created" else record(row.before_exten, before_company),
-        "after": None if verb == "deleted" else record(row.after_exten, company),
+        "before": seen.before,
+        "after": seen.after,
     }

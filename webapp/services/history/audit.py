@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, or_, select
 from sqlalchemy.orm import Session
 
-from ...access import CompanyScope, Principal, within
+from ...access import CompanyScope, Principal, Seen, redact, within
 from ...database import insert_rows, utcnow
 from ...errors import Invalid
 from ...extensions import db
@@ -45,6 +45,60 @@ class AuditData:
             other_company=self.other_company,
             at=at,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """An audit entry as one reader may see it: its columns, with `company`, `other_company`,
+    `before` and `after` passed through access.redact (`seen` keeps what was hidden)."""
+
+    id: int
+    at: datetime
+    actor: str
+    via: str
+    action: str
+    detail: str | None
+    request_id: str | None
+    seen: Seen
+
+    @property
+    def company(self) -> str | None:
+        return self.seen.company
+
+    @property
+    def other_company(self) -> str | None:
+        return self.seen.other_company
+
+    @property
+    def before(self) -> Mapping[str, Any] | None:
+        return self.seen.before
+
+    @property
+    def after(self) -> Mapping[str, Any] | None:
+        return self.seen.after
+
+    @property
+    def company_text(self) -> str:
+        return self.seen.company_text
+
+    @property
+    def target(self) -> str:
+        return self.seen.target or ""
+
+
+def shown(row: Any, scope: CompanyScope) -> Shown:
+    """An entry (an AuditEntry or a row of its columns) as a reader of the companies `scope`
+    may see it (access.redact): nothing of a company outside them."""
+    return Shown(
+        id=row.id,
+        at=row.at,
+        actor=row.actor,
+        via=row.via,
+        action=row.action,
+        detail=row.detail,
+        request_id=row.request_id,
+        seen=redact(scope, row.company, row.other_company, row.before, row.after, row.target),
+    )
 
 
 def entry(
@@ -160,19 +214,21 @@ def search(
     oldest: bool = False,
     page: int | None = None,
     per_page: int = 50,
-) -> audit_query.AuditPage:
+) -> audit_query.AuditPage[Shown]:
     """One page of the audit log, newest first, and how many entries match (up to
     audit_query.COUNT_CAP), at any size of the log (audit_query).
 
     A System-Admin reads every entry; a Company-Admin only entries about a company it
     administers (silently: others are not counted); anyone else gets Forbidden. An entry is
     about its `company` and, for a move between companies, the company the record left
-    (`other_company`). Filters: `actor` exact username; `target` a record, matched exactly in
-    any form the log may name it (audit_query.targets: '+44 20 7123 4567', '44:2071234567',
-    'acme/ana', 'bob', or the target as shown, any case); `company` exact (either side of a
-    move); `date_from` and `date_to` whole UTC days, both inclusive. Position: at most one of
-    `after` or `before` an entry id (Older, Newer), `oldest`, or a 1-based `page` (an offset,
-    for old addresses). Invalid for a bad filter or position, before anything is read.
+    (`other_company`); of a move, the side in a company the reader may not see is absent, its
+    company and its values (access.redact). Filters: `actor` exact username; `target` a record,
+    matched exactly in any form the log may name it (audit_query.targets: '+44 20 7123 4567',
+    '44:2071234567', 'acme/ana', 'bob', or the target as shown, any case); `company` exact
+    (either side of a move); `date_from` and `date_to` whole UTC days, both inclusive. Position:
+    at most one of `after` or `before` an entry id (Older, Newer), `oldest`, or a 1-based `page`
+    (an offset, for old addresses). Invalid for a bad filter or position, before anything is
+    read.
     """
     principal.require_audit()
     positions = {"after": after is not None, "before": before is not None}
@@ -186,7 +242,7 @@ def search(
     # would lead PostgreSQL's planner to read both indexes whole (100 ms at 3M entries).
     implied = audit_query.implied(scope, record, _text(company))
     conditions = _conditions(principal, actor, target, company, date_from, date_to, implied)
-    return audit_query.read_page(
+    found = audit_query.read_page(
         conditions,
         parts,
         after=None if after is None else audit_query.anchor(after, "after"),
@@ -195,6 +251,8 @@ def search(
         number=page,
         per_page=per_page,
     )
+    rows = [shown(row, scope) for row in found.rows]
+    return audit_query.AuditPage(rows, found.total, found.more, found.has_newer, found.has_older)
 
 
 EXPORT_CHUNK = 1000
@@ -209,9 +267,9 @@ def export(
     date_from: date | str | None = None,
     date_to: date | str | None = None,
     chunk: int = EXPORT_CHUNK,
-) -> Iterator[Row[Any]]:
-    """Every entry `search` would page through with these filters (the same access rules),
-    newest first, as plain rows (attributes as AuditEntry's), read `chunk` at a time.
+) -> Iterator[Shown]:
+    """Every entry `search` would page through with these filters (the same access rules and
+    redaction), newest first, read `chunk` at a time.
 
     Access and filters are checked now (Forbidden, Invalid); the rows are read as the
     iterator is consumed, each chunk after the last entry of the one before (at, id), so the
@@ -219,7 +277,8 @@ def export(
     conditions = _conditions(principal, actor, target, company, date_from, date_to)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError("chunk must be a positive integer")
-    return _chunks(conditions, chunk)
+    scope = principal.auditable_companies()
+    return (shown(row, scope) for row in _chunks(conditions, chunk))
 
 
 def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[Any]]:

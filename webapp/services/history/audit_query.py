@@ -27,7 +27,7 @@ import itertools
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Column, ColumnElement, and_, func, literal_column, or_, select, true
 from sqlalchemy.sql import Select, visitors
@@ -69,12 +69,16 @@ def targets(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-@dataclass(frozen=True)
-class AuditPage:
-    """One page of entries, newest first. `total` counts the view up to COUNT_CAP; `more` says
-    there are more than COUNT_CAP (then `total` is COUNT_CAP)."""
+Entry = TypeVar("Entry")
 
-    rows: list[AuditEntry]
+
+@dataclass(frozen=True)
+class AuditPage(Generic[Entry]):
+    """One page of entries, newest first. `total` counts the view up to COUNT_CAP; `more` says
+    there are more than COUNT_CAP (then `total` is COUNT_CAP). The entries are the log's rows
+    here, and as the reader may see them once audit.search has redacted them."""
+
+    rows: list[Entry]
     total: int
     more: bool
     has_newer: bool
@@ -168,7 +172,7 @@ def read_page(
     oldest: bool = False,
     number: int | None = None,
     per_page: int = 50,
-) -> AuditPage:
+) -> AuditPage[AuditEntry]:
     """One page of the entries matching `conditions`, the union of the disjoint `parts`
     (`branches`), at the position asked for: at most one of `after` or `before` an entry's
     position, `oldest`, or a page `number`; none: the newest page."""

@@ -43,7 +43,7 @@ class Timeline:
     current: dict[str, str] | None  # None: the DDI does not exist now (System-Admin only)
     intervals: list[Interval]  # newest first
     more_intervals: bool
-    audit: audit_query.AuditPage
+    audit: audit_query.AuditPage[audit.Shown]
 
     @property
     def key(self) -> str:
