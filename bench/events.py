@@ -77,6 +77,7 @@ SYSADMIN = "bench-events"
 ADMINS = ("bench-events-admin-1", "bench-events-admin-2")
 READ_BOUND_MS = 50.0
 UNLIMITED = "1000000000 per minute"
+LOOPBACK = "127.0.0.0/8"  # webhooks may go to the receiver on 127.0.0.1 (WEBHOOK_ALLOW_NETWORKS)
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,7 @@ def _prepare(url: str, companies: list[str]) -> Setup:
             "SQLALCHEMY_DATABASE_URI": url,
             "SECRET_KEY": "bench-secret-key-not-secret",
             "API_RATE_LIMIT": UNLIMITED,
+            "WEBHOOK_ALLOW_NETWORKS": LOOPBACK,  # the bench's receiver
         }
     )
     operator = Principal.cli("cli:bench")
@@ -626,6 +628,7 @@ def _worker_process(url: str, log: Path) -> Iterator[subprocess.Popen]:
         **os.environ,
         "DATABASE_URL": url,
         "SECRET_KEY": os.environ.get("SECRET_KEY", "bench-secret-key-not-secret"),
+        "WEBHOOK_ALLOW_NETWORKS": LOOPBACK,  # the bench's receiver
     }
     with log.open("wb") as out:
         proc = subprocess.Popen(

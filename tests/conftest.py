@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from webapp import create_app
+from webapp.config import parse_networks
 from webapp.database import utcnow
 from webapp.extensions import db, limiter
 from webapp.models import EventCounter, RollupState
@@ -164,6 +165,18 @@ def app(shared_app):
         app.config.update(config)
 
 
+LOOPBACK = "127.0.0.0/8"
+
+
+@pytest.fixture
+def allow_loopback_webhooks(app) -> None:
+    """Webhooks may target 127.0.0.0/8 (WEBHOOK_ALLOW_NETWORKS), where the tests' receivers
+    listen; without this fixture loopback is refused, as by default in production. A module
+    whose webhooks go to 127.0.0.1 asks for it with
+    `pytestmark = pytest.mark.usefixtures("allow_loopback_webhooks")`."""
+    app.config["WEBHOOK_ALLOW_NETWORKS"] = parse_networks(LOOPBACK)
+
+
 @pytest.fixture
 def client(app):
     return app.test_client()
@@ -233,10 +246,12 @@ def flask(app, tmp_path):
 
     def run_flask(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         db.session.rollback()  # let the subprocess see and write a fresh state
+        # The webhook targets the test allows (allow_loopback_webhooks), as when it runs.
+        allowed = app.config.get("WEBHOOK_ALLOW_NETWORKS") or ()
         return subprocess.run(
             [sys.executable, "-m", "flask", "--app", "app", *args],
             cwd=root,
-            env=env,
+            env={**env, "WEBHOOK_ALLOW_NETWORKS": ",".join(map(str, allowed))},
             input=stdin,
             capture_output=True,
             text=True,

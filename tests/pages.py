@@ -119,7 +119,7 @@ def add_webhook() -> int:
     one, a failed one (given up, so it has a Redeliver button) and one being retried."""
     hook, _ = webhooks.create(
         Principal.cli(),
-        "https://hooks.example.com/telephony",
+        "https://93.184.215.14/telephony",  # a public address: the tests resolve no name
         ["ddi.created", "ddi.updated"],
         [ACME],
     )
@@ -131,7 +131,7 @@ def add_webhook() -> int:
         stored.next_attempt_at = now + timedelta(seconds=30)
         for event_id, status, error, outcome in (
             (1, 200, None, "delivered"),
-            (1, None, "could not connect", "failed"),
+            (1, None, "connection refused", "failed"),
             (2, 503, None, "retry"),
         ):
             session.add(

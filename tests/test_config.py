@@ -41,6 +41,8 @@ BAD = [
     ("TRUSTED_PROXY_COUNT", "9", "not between 0 and 5"),
     ("EVENTS_RETENTION_DAYS", "0", "not between 1"),
     ("EVENTS_RETENTION_DAYS", "90 days", "not a whole number"),
+    ("WEBHOOK_ALLOW_NETWORKS", "10.0.0.0/33", "not an IP address or network"),
+    ("WEBHOOK_ALLOW_NETWORKS", "switches.example.net", "not an IP address or network"),
 ]
 
 
@@ -107,7 +109,12 @@ def _flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "value"),
-    [("API_RATE_LIMIT", "lots"), ("REPORT_TIMEZONE", "Mars/Base"), ("DATABASE_URL", "::")],
+    [
+        ("API_RATE_LIMIT", "lots"),
+        ("REPORT_TIMEZONE", "Mars/Base"),
+        ("DATABASE_URL", "::"),
+        ("WEBHOOK_ALLOW_NETWORKS", "10.0.0.0/8, everything"),
+    ],
 )
 def test_every_command_refuses_a_bad_setting_with_one_line(tmp_path, env, value):
     for args in (["db", "upgrade"], ["companies", "list"], ["routes"]):

@@ -76,6 +76,7 @@ def process_env(migrated, tmp_path) -> dict[str, str]:
         "INSTANCE_PATH": str(tmp_path / "instance"),
         "SECRET_KEY": "deploy-test-secret-key-0123456789",
         "PROMETHEUS_MULTIPROC_DIR": str(metrics),
+        "WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8",  # where the test's receiver listens
     }
 
 
@@ -94,6 +95,7 @@ def stop_cleanly(name: str, process: subprocess.Popen, log: Path) -> None:
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path, factory, receiver):
     # A webhook with nothing to deliver yet, for the worker to show it is at work.
     factory.company("acme")

@@ -1054,6 +1054,7 @@ def test_a_commit_the_read_does_not_select_does_not_end_the_wait(app, moves, rea
 # --- pruning ---------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_prune_deletes_only_older_transactions_and_readers_read_on(world):
     world.factory.ddi("44", "1", ACME)  # id 1
     crud.create(ROOT, kinds.DDI, [ddi("2"), ddi("3")])  # ids 2, 3

@@ -19,7 +19,10 @@ from webapp.services.events import feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
 
-pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
+pytestmark = [
+    pytest.mark.slow,  # every test runs `flask` in a subprocess
+    pytest.mark.usefixtures("allow_loopback_webhooks"),  # URL is on 127.0.0.1
+]
 
 URL = "http://127.0.0.1:9/hook"
 

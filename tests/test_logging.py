@@ -248,6 +248,7 @@ def test_gunicorn_refuses_to_start_with_a_bad_log_format(app, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_the_delivery_worker_writes_the_same_lines(app, factory, tmp_path):
     """`flask events deliver` in its own process: every line it writes (here urllib3's debug
     lines of a POST to a closed port) is a JSON record of the app's format."""
@@ -260,6 +261,7 @@ def test_the_delivery_worker_writes_the_same_lines(app, factory, tmp_path):
         tmp_path / "instance",
         LOG_FORMAT="json",
         LOG_LEVEL="DEBUG",
+        WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8",
     )
     db.session.rollback()
     result = subprocess.run(

@@ -230,6 +230,7 @@ def test_report_and_import_durations_are_observed(metered, world):
     assert grew("telephony_ddi_import_duration_seconds", mode="apply") == 1
 
 
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_the_event_backlog_is_newest_event_minus_each_webhooks_cursor(metered, world):
     early, _ = webhooks.create(OPERATOR, "http://127.0.0.1:9/early", [], [])
     db.session.commit()
@@ -269,6 +270,7 @@ def test_the_pool_gauges_follow_the_connections_in_use(metered):
     )
 
 
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_the_delivery_workers_attempts_are_counted(metered, factory):
     factory.company(ACME)
     webhooks.create(OPERATOR, "http://127.0.0.1:9/hook", [], [])
@@ -420,6 +422,7 @@ def test_under_gunicorn_a_scrape_sums_every_workers_counts(app, world, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_the_delivery_worker_serves_its_metrics_on_its_port(app, factory, tmp_path):
     factory.company(ACME)
     webhooks.create(OPERATOR, "http://127.0.0.1:9/hook", [], [])

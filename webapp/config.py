@@ -212,8 +212,8 @@ def parse_metrics_token(value: object) -> str | None:
 
 
 def parse_networks(value: object) -> tuple[IPv4Network | IPv6Network, ...] | None:
-    """Client addresses or networks, comma-separated ('127.0.0.1, 10.0.0.0/8, ::1'), or a list
-    of them in instance/config.py; empty: none."""
+    """Addresses or networks, comma-separated ('127.0.0.1, 10.0.0.0/8, ::1'), or a list of
+    them in instance/config.py; empty: none."""
     items = value if isinstance(value, list | tuple) else str(value).replace(",", " ").split()
     networks = []
     for item in items:
@@ -265,6 +265,9 @@ SETTINGS: tuple[Setting, ...] = (
     # (webapp/observability/metrics.py, docs/observe.md#metrics).
     Setting("METRICS_TOKEN", "METRICS_TOKEN", None, parse_metrics_token),
     Setting("METRICS_ALLOW", "METRICS_ALLOW", None, parse_networks),
+    # Networks webhooks may be delivered to although not public (the operator's switches);
+    # services/events/targets.py refuses every other non-public address.
+    Setting("WEBHOOK_ALLOW_NETWORKS", "WEBHOOK_ALLOW_NETWORKS", None, parse_networks),
 )
 
 

@@ -6,6 +6,7 @@ import click
 from flask import current_app
 
 from ..extensions import db
+from ..models import WebhookAttempt
 from .common import Group, friendly, operator
 
 webhooks_cli = Group("webhooks", help="Manage the webhooks the change events go to.")
@@ -44,7 +45,17 @@ def webhooks_list() -> None:
             where += f", retrying event {hook.head_event} ({hook.head_attempts} failed attempts)"
         if state.failed:
             where += f", {len(state.failed)} failed"
+        if state.recent:
+            where += f", last answer: {answered(state.recent[0])}"
         click.echo(f"{hook.id}  {hook.url}  {events}  {companies}  {where}")
+
+
+def answered(attempt: WebhookAttempt) -> str:
+    """An attempt's answer as the webhook's page shows it: "HTTP 503", else the category of
+    failure stored ("connection refused", "timeout", "address not allowed", …)."""
+    if attempt.status is not None:
+        return f"HTTP {attempt.status}"
+    return attempt.error or "no answer"
 
 
 @webhooks_cli.command("delete")

@@ -16,6 +16,10 @@ worker never leaves a webhook locked). On PostgreSQL a session advisory lock on 
 the worker keeps for the purpose; on SQLite, which only processes of the same host can open,
 a POSIX record lock on a file beside the database. Several workers share the webhooks
 between them: each skips one another holds.
+
+Every POST goes to an address checked just before (targets.py: public, or in
+WEBHOOK_ALLOW_NETWORKS), reads at most 64 KB of the answer, and a failure is stored as a
+category ("connection refused", "timeout", "address not allowed", …), never the error's text.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,16 +44,20 @@ from sqlalchemy import Connection, delete, exists, or_, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from standardwebhooks.webhooks import Webhook as Signer
+from urllib3 import BaseHTTPResponse, HTTPConnectionPool, HTTPSConnectionPool
 
 from ...database import utcnow
 from ...errors import is_outage
 from ...extensions import db
 from ...models import Webhook, WebhookAttempt, WebhookRedelivery
 from ...observability.metrics import WEBHOOK_ATTEMPTS
-from . import feed, webhooks
+from . import feed, targets, webhooks
 
 log = logging.getLogger(__name__)
 
+MAX_ANSWER = 64 * 1024  # bytes of a receiver's answer read; the rest is dropped unread
+READ_CHUNK = 16 * 1024
+MAX_POOLS = 50  # kept-alive connection pools, one per (scheme, host, address, port)
 SCHEDULE = (5, 30, 120, 600, 3600)  # seconds before the 2nd, 3rd, … attempt; then hourly
 GIVE_UP_AFTER = timedelta(hours=24)
 TIMEOUT_SECONDS = 10.0
@@ -169,16 +178,28 @@ class Answer:
 
 
 class Sender:
-    """POSTs events, signed, over kept-alive connections (urllib3's pool)."""
+    """POSTs events, signed, to checked addresses only (targets.py), over kept-alive
+    connections; reads at most MAX_ANSWER bytes of an answer. Safe to share between threads.
 
-    def __init__(self, timeout: float = TIMEOUT_SECONDS, user_agent: str = "telephony-admin"):
+    Each POST checks its URL again (the setting, or the name's addresses, may have changed
+    since the webhook was created) and connects to an address that check accepted, never to
+    a second lookup of the name (DNS rebinding); the Host header, TLS's server name and the
+    certificate check use the URL's host. `allow`: the networks allowed besides the public
+    ones (default: WEBHOOK_ALLOW_NETWORKS of the app in context)."""
+
+    def __init__(
+        self,
+        timeout: float = TIMEOUT_SECONDS,
+        user_agent: str = "telephony-admin",
+        allow: Iterable[targets.Network] | None = None,
+        ca_certs: str | None = None,
+    ):
         self.timeout = timeout
         self.user_agent = user_agent
-        self.http = urllib3.PoolManager(
-            num_pools=50,
-            retries=False,
-            timeout=urllib3.Timeout(total=timeout),
-        )
+        self.allow = targets.allowed_networks() if allow is None else tuple(allow)
+        self.ca_certs = ca_certs  # None: the system's trusted certificates
+        self._pools: OrderedDict[tuple[str, str, str, int], HTTPConnectionPool] = OrderedDict()
+        self._pools_lock = threading.Lock()
 
     def send(self, url: str, secret: str, event: dict[str, Any]) -> Answer:
         body = json.dumps(event, separators=(",", ":"))
@@ -193,24 +214,103 @@ class Sender:
         }
         started = time.monotonic()
         try:
-            response = self.http.request(
-                "POST", url, body=body.encode(), headers=headers, redirect=False
-            )
+            status = self._post(url, body.encode(), headers, started + self.timeout)
         except Exception as exc:  # every way a POST can fail is one failed attempt
             spent = int((time.monotonic() - started) * 1000)
-            return Answer(None, spent, _reason(exc))
+            log.debug("webhook POST to %s failed: %s: %s", url, type(exc).__name__, exc)
+            return Answer(None, spent, _category(exc))
         spent = int((time.monotonic() - started) * 1000)
-        return Answer(response.status, spent, None)
+        return Answer(status, spent, None)
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str], deadline: float) -> int:
+        """POST to the first checked address that takes the connection; the answer's status."""
+        target = targets.check(url, self.allow)
+        headers = {**headers, "host": target.host_header}
+        failure: Exception | None = None
+        for address in target.addresses:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                response = self._pool(target, address).urlopen(
+                    "POST",
+                    target.path,
+                    body=body,
+                    headers=headers,
+                    retries=False,
+                    redirect=False,
+                    assert_same_host=False,
+                    preload_content=False,
+                    timeout=urllib3.Timeout(total=left),
+                )
+            except urllib3.exceptions.NewConnectionError as exc:  # refused: the next address
+                failure = exc
+                continue
+            _read_at_most(response, MAX_ANSWER, deadline)
+            return response.status
+        raise failure or urllib3.exceptions.ConnectTimeoutError("no time left to connect")
+
+    def _pool(self, target: targets.Target, address: str) -> HTTPConnectionPool:
+        """The kept-alive connections to one checked address, for one host name."""
+        key = (target.scheme, target.host, address, target.port)
+        with self._pools_lock:
+            pool = self._pools.get(key)
+            if pool is not None:
+                self._pools.move_to_end(key)
+                return pool
+            if target.scheme == "https":
+                pool = HTTPSConnectionPool(
+                    address,
+                    target.port,
+                    retries=False,
+                    cert_reqs="CERT_REQUIRED",
+                    ca_certs=self.ca_certs,
+                    server_hostname=target.host,
+                    assert_hostname=target.host,
+                )
+            else:
+                pool = HTTPConnectionPool(address, target.port, retries=False)
+            self._pools[key] = pool
+            while len(self._pools) > MAX_POOLS:  # the least recently used goes
+                self._pools.popitem(last=False)[1].close()
+            return pool
 
 
-def _reason(exc: Exception) -> str:
+def _read_at_most(response: BaseHTTPResponse, limit: int, deadline: float) -> None:
+    """Read at most `limit` bytes of the answer's body, and no longer than until `deadline`,
+    then let the connection go: back to its pool if the body was read to its end, else closed
+    (the rest is never read, so a receiver answering gigabytes costs nothing)."""
+    read = 0
+    complete = False
+    try:
+        while read <= limit and time.monotonic() < deadline:
+            chunk = response.read(min(READ_CHUNK, limit + 1 - read), decode_content=False)
+            if not chunk:
+                complete = True
+                break
+            read += len(chunk)
+    except Exception:  # the answer broke off after its status: the status stands
+        complete = False
+    if not complete:
+        response.close()
+    response.release_conn()
+
+
+def _category(exc: Exception) -> str:
+    """What a failed attempt stores and shows: a category, never the error's own text (which
+    would tell what listens at an address: a port scanner)."""
+    if isinstance(exc, targets.Refused):
+        return exc.category
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return "TLS error"
     # NewConnectionError first: urllib3 makes it a subclass of ConnectTimeoutError.
     if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        return "could not connect"
+        if isinstance(exc.__cause__, ConnectionRefusedError):
+            return "connection refused"
+        return "connection failed"
     if isinstance(exc, urllib3.exceptions.TimeoutError):
-        return "no answer in time"
-    text_ = f"{type(exc).__name__}: {exc}"
-    return text_[:200]
+        return "timeout"
+    return "connection failed"
 
 
 # --- the worker --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ...extensions import db
 from ...models import Company, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
 from ..fields import check_format
 from ..history import audit
+from . import targets
 from .journal import TYPES
 from .journal import newest as newest_event
 
@@ -33,9 +34,11 @@ SECRET_BYTES = 32
 MAX_COMPANIES = 1000  # a webhook's company filter; more would be every company anyway
 
 
-def parse_url(value: Any) -> str:
-    """A webhook's address: an absolute http or https URL with a host, at most 2,000
-    characters, no white space or control characters; Invalid (field `url`) otherwise."""
+def parse_url(value: Any, allow: Iterable[targets.Network] | None = None) -> str:
+    """A webhook's address: an absolute http or https URL with a host, without credentials,
+    at most 2,000 characters, no white space or control characters, whose host resolves only
+    to public addresses or ones inside `allow` (default: WEBHOOK_ALLOW_NETWORKS; targets.py);
+    Invalid (field `url`) otherwise."""
     if not isinstance(value, str) or not value.strip():
         raise Invalid("Give the webhook's URL.", {"url": "required"})
     url = value.strip()
@@ -54,6 +57,10 @@ def parse_url(value: Any) -> str:
             "The URL must start with http:// or https:// and name a host.",
             {"url": "must be an http or https URL"},
         )
+    try:
+        targets.check(url, targets.allowed_networks() if allow is None else allow)
+    except targets.Refused as refused:
+        raise Invalid(refused.message, {"url": refused.category}) from None
     return url
 
 
