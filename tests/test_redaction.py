@@ -29,6 +29,7 @@ from .factories import OPERATOR
 from .test_delivery import running_receiver
 
 receiver = pytest.fixture(running_receiver, name="receiver")
+pytestmark = pytest.mark.usefixtures("allow_loopback_webhooks")
 
 COMPANIES = {"zqa": "Zqa Holdings", "zqb": "Zqb Partners", "zqc": "Zqc Networks"}
 # Company-Admins, and what each may see.
