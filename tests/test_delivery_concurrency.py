@@ -109,9 +109,7 @@ def test_a_slow_receiver_does_not_delay_another_webhook(app, receiver, slow, run
     assert not receiver.overlaps and not slow.overlaps
 
 
-def test_a_receiver_that_never_answers_does_not_delay_another_webhook(
-    app, receiver, slow, running
-):
+def test_a_receiver_that_never_answers_does_not_delay_another_webhook(app, receiver, slow, running):
     timeout = 2.0  # the worker's no-answer timeout, shortened from 10 s for the test
     slow.script = lambda _request: (200, timeout + 3)  # answers long after the worker gave up
     silent_id, _ = new_hook(slow.url("/silent"))
@@ -141,9 +139,7 @@ def test_a_receiver_that_never_answers_does_not_delay_another_webhook(
     assert slow.ids("/silent") == [1]
 
 
-def test_each_webhook_gets_its_events_in_order_one_at_a_time_across_threads(
-    app, receiver, running
-):
+def test_each_webhook_gets_its_events_in_order_one_at_a_time_across_threads(app, receiver, running):
     """Eight webhooks on four threads, answers of varying speed, events committed while they
     are delivered: each webhook gets every event once, in id order, never two at once."""
     delays = {f"/h{n}": 0.001 * n for n in range(8)}
@@ -154,9 +150,7 @@ def test_each_webhook_gets_its_events_in_order_one_at_a_time_across_threads(
     running.append(Running(app, worker))
     for n in range(10):
         make_ddis(*(f"20920{n:02d}{i:03d}" for i in range(15)))
-    wait_until(
-        lambda: all(len(receiver.seen(p)) >= 150 for p in delays), 60, "150 events at each"
-    )
+    wait_until(lambda: all(len(receiver.seen(p)) >= 150 for p in delays), 60, "150 events at each")
     running[0].stop()
     for path in delays:
         assert receiver.ids(path) == list(range(1, 151)), path
