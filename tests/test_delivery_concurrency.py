@@ -164,3 +164,11 @@ def test_concurrency_is_bounded(app):
         delivery.Worker(db.engine, concurrency=0)
     with pytest.raises(ValueError, match="concurrency"):
         delivery.Worker(db.engine, concurrency=delivery.MAX_CONCURRENCY + 1)
+
+
+def test_the_command_offers_the_workers_default_and_bounds():
+    from webapp.cli.events import events_deliver
+
+    option = next(p for p in events_deliver.params if p.name == "concurrency")
+    assert option.default == delivery.DEFAULT_CONCURRENCY
+    assert (option.type.min, option.type.max) == (1, delivery.MAX_CONCURRENCY)  # type: ignore[attr-defined]
