@@ -34,6 +34,10 @@ said otherwise:
   the moment the writer's commit returned (an `after_commit` hook in the writer); p95. The
   reference is the worker's idle poll interval (`delivery.IDLE_POLL`): how long a commit may
   wait before an idle worker looks. Target 2 s.
+- **Beside a slow webhook**: the same, with 19 webhooks answering at once, p95 over every
+  (webhook, event), then again with a 20th webhook answering each POST in 2 s (its backlog
+  grows all the while); the first is the reference. Target 2 s: webhooks do not wait for
+  each other.
 
 The run leaves the data set as it found it: the DDIs it made are deleted through the API, its
 webhooks are deleted, and the events its own accounts recorded (creates and deletes of the
@@ -76,6 +80,8 @@ BATCH_ROWS = 1000
 SYSADMIN = "bench-events"
 ADMINS = ("bench-events-admin-1", "bench-events-admin-2")
 READ_BOUND_MS = 50.0
+SLOW_ANSWER = 2.0  # seconds the slow webhook of the many-webhooks row takes to answer
+MANY_WEBHOOKS = 20  # that row's webhooks, the slow one among them
 UNLIMITED = "1000000000 per minute"
 LOOPBACK = "127.0.0.0/8"  # webhooks may go to the receiver on 127.0.0.1 (WEBHOOK_ALLOW_NETWORKS)
 
@@ -89,12 +95,29 @@ class Settings:
     rate: float  # creates a second for the latency scenario
     seconds: float  # how long the latency scenario writes
     reads: int  # requests per read row
+    beside_slow_seconds: float  # how long each half of the many-webhooks row writes
 
 
 FULL = Settings(
-    batches=10, rounds=6, deliver=5000, deliver_rounds=3, rate=20, seconds=30, reads=100
+    batches=10,
+    rounds=6,
+    deliver=5000,
+    deliver_rounds=3,
+    rate=20,
+    seconds=30,
+    reads=100,
+    beside_slow_seconds=15,
 )
-QUICK = Settings(batches=2, rounds=2, deliver=300, deliver_rounds=1, rate=20, seconds=2, reads=5)
+QUICK = Settings(
+    batches=2,
+    rounds=2,
+    deliver=300,
+    deliver_rounds=1,
+    rate=20,
+    seconds=2,
+    reads=5,
+    beside_slow_seconds=2,
+)
 
 
 # --- the event table of the data set's history -------------------------------------------------
@@ -238,21 +261,29 @@ def ensure_filled(url: str) -> None:
 
 class _Hook(BaseHTTPRequestHandler):
     """POST /hook: a webhook delivery, kept with its arrival time (time.time()) and answered
-    200 at once; GET /log: the deliveries so far as JSON; POST /reset: forget them."""
+    200 at once; POST /many/<name>: the same, kept with its path, for the rows with many
+    webhooks; POST /slow/<name>: answered 200 after SLOW_ANSWER seconds, not kept; GET /log and
+    GET /many: the deliveries so far as JSON; POST /reset: forget them."""
 
     protocol_version = "HTTP/1.1"  # keep-alive: every answer has a Content-Length
     arrivals: list[tuple[float, str, str]] = []
+    routed: list[tuple[float, str, str]] = []  # (arrival, path, body)
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         if self.path == "/hook":
             self.arrivals.append((time.time(), self.headers.get("webhook-id") or "", body.decode()))
+        elif self.path.startswith("/many/"):
+            self.routed.append((time.time(), self.path, body.decode()))
+        elif self.path.startswith("/slow/"):
+            time.sleep(SLOW_ANSWER)
         elif self.path == "/reset":
             self.arrivals.clear()
+            self.routed.clear()
         self._answer(b"")
 
     def do_GET(self) -> None:
-        self._answer(json.dumps(self.arrivals).encode())
+        self._answer(json.dumps(self.routed if self.path == "/many" else self.arrivals).encode())
 
     def _answer(self, payload: bytes) -> None:
         self.send_response(200)
@@ -298,6 +329,11 @@ class Receiver:
 
     def arrivals(self) -> list[tuple[float, str, str]]:
         answer = self.http.request("GET", f"http://127.0.0.1:{self.port}/log")
+        return [tuple(a) for a in json.loads(answer.data)]
+
+    def routed(self) -> list[tuple[float, str, str]]:
+        """The deliveries to /many/<name> so far: (arrival, path, body)."""
+        answer = self.http.request("GET", f"http://127.0.0.1:{self.port}/many")
         return [tuple(a) for a in json.loads(answer.data)]
 
     def close(self) -> None:
@@ -734,6 +770,111 @@ def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings)
     ]
 
 
+def beside_slow(
+    label: str, setup: Setup, receiver: Receiver, url: str, s: Settings
+) -> list[Result]:
+    """Many webhooks, one slow: one `flask events deliver` process (its default concurrency),
+    MANY_WEBHOOKS - 1 webhooks answering at once, single-DDI creates at a steady rate; the
+    commit-to-delivery p95 over every (webhook, event), first with those webhooks alone (the
+    reference), then with one more webhook answering each POST in SLOW_ANSWER seconds, its
+    backlog growing all the while. Target: 2 s, whatever the slow one does."""
+    from sqlalchemy import event as sa_event
+    from sqlalchemy.orm import Session
+
+    from webapp.extensions import db
+    from webapp.services.events import webhooks
+
+    client = setup.app.test_client()
+    base = f"http://127.0.0.1:{receiver.port}"
+    paths = [f"/many/{n}" for n in range(MANY_WEBHOOKS - 1)]
+    with setup.app.app_context():
+        _drop_webhooks(setup)
+        for path in paths:
+            webhooks.create(setup.operator, base + path)
+        db.session.remove()
+    committed: list[float] = []
+
+    def on_commit(_session: Session) -> None:
+        committed.append(time.time())
+
+    def create(number: str) -> float:
+        committed.clear()
+        value = {"dialcode": DIALCODE, "number": number, "virt_exten": "100"}
+        body = {"type": "ddi", "values": [{**value, "company": BATCH_COMPANY}]}
+        assert _post(client, setup.sysadmin, "/rest/ops/create", body)["numrows"] == 1
+        return committed[-1]
+
+    def waits(prefix: str, count: int) -> list[float]:
+        """`count` creates at s.rate a second; each (webhook, event)'s wait in ms."""
+        receiver.reset()
+        commits: dict[str, float] = {}
+        started = time.monotonic()
+        for i in range(count):
+            pause = started + i / s.rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            number = f"{prefix}{i:07d}"
+            commits[number] = create(number)
+        first = _routed_arrivals(receiver, set(commits), len(paths), 30)
+        assert len(first) == len(commits) * len(paths), (
+            f"{len(commits) * len(paths) - len(first)} deliveries never arrived"
+        )
+        return [(at - commits[number]) * 1000 for (_, number), at in first.items()]
+
+    count = int(s.rate * s.beside_slow_seconds)
+    sa_event.listen(Session, "after_commit", on_commit)
+    try:
+        with tempfile.TemporaryDirectory() as folder, _worker_process(url, Path(folder) / "w.log"):
+            create("830000000")  # the worker is up once this one has arrived everywhere
+            up = _routed_arrivals(receiver, {"830000000"}, len(paths), 60)
+            assert len(up) == len(paths), (
+                f"the worker delivered {len(up)} of {len(paths)} in 60 s: "
+                f"{(Path(folder) / 'w.log').read_text()}"
+            )
+            alone = waits("831", count)
+            with setup.app.app_context():
+                webhooks.create(setup.operator, f"{base}/slow/0")
+                db.session.remove()
+            beside = waits("832", count)
+    finally:
+        sa_event.remove(Session, "after_commit", on_commit)
+        with setup.app.app_context():
+            _drop_webhooks(setup)
+        _delete_created(client, setup.sysadmin)
+    return [
+        Result(
+            label,
+            f"commit to delivery p95, {MANY_WEBHOOKS} webhooks, one answering in "
+            f"{SLOW_ANSWER:g} s: the other {len(paths)}, {s.rate:g} creates/s for "
+            f"{s.beside_slow_seconds:g} s ({count * len(paths):,} deliveries; p50 "
+            f"{statistics.median(beside):.0f} ms, max {max(beside):.0f} ms)",
+            p95(beside),
+            p95(alone),
+            f"the same {len(paths)} webhooks, no slow one",
+            "ms",
+            absolute_target=2000.0,
+        )
+    ]
+
+
+def _routed_arrivals(
+    receiver: Receiver, numbers: set[str], webhooks: int, seconds: float
+) -> dict[tuple[str, str], float]:
+    """First arrival time of each created number's event at each /many/ webhook, waiting up to
+    `seconds` for all of them."""
+    deadline = time.monotonic() + seconds
+    while True:
+        first: dict[tuple[str, str], float] = {}
+        for at, path, body in receiver.routed():
+            event = json.loads(body)
+            number = (event.get("after") or {}).get("number")
+            if event["type"] == "ddi.created" and number in numbers:
+                first.setdefault((path, number), at)
+        if len(first) == len(numbers) * webhooks or time.monotonic() > deadline:
+            return first
+        time.sleep(0.2)
+
+
 def _pick_companies(url: str) -> list[tuple[str, int]]:
     """The largest company by events, and the median one: (company, its events)."""
     from sqlalchemy import create_engine
@@ -887,6 +1028,7 @@ def event_scenarios(url: str, label: str, quick: bool = False) -> list[Result]:
         results += batch_create(label, setup, s)
         results += delivery(label, setup, receiver, s)
         results += latency(label, setup, receiver, url, s)
+        results += beside_slow(label, setup, receiver, url, s)
     finally:
         receiver.close()
         _finish(setup)

@@ -52,7 +52,7 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 21, run.stdout
+    assert len(table) == 22, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)
@@ -65,6 +65,7 @@ def test_bench_smoke(tmp_path):
     assert any(batch in line for line in table)
     assert any("one worker delivers 300 events" in line for line in table)
     assert any("commit to delivery p95, worker running" in line for line in table)
+    assert any("20 webhooks, one answering in 2 s: the other 19" in line for line in table)
     assert any("request id, access line, metrics" in line for line in table)
     assert "events of the history:" in run.stdout  # the data set got its event table
     assert "history intervals" in run.stderr  # the generator reported what it made

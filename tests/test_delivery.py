@@ -88,6 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         receiver = self.server.receiver
         receiver._arrive(request)
+        left = False
         try:
             try:
                 answer = receiver.script(request)
@@ -97,9 +98,12 @@ class _Handler(BaseHTTPRequestHandler):
             status, delay = answer if isinstance(answer, tuple) else (answer, 0.0)
             if delay:  # a slow receiver, as the script asks: the worker's wait is under test
                 time.sleep(delay)
-            # Noted before the answer leaves: the worker may act on it, and the test read it,
+            # Noted before the answer leaves: the worker may act on it (send the webhook's next
+            # event, on another connection when its pool has none free), and the test read it,
             # before this thread runs again.
             request.status = status
+            receiver._left(request)
+            left = True
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -108,7 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             request.status = None
             self.close_connection = True
         finally:
-            receiver._left(request)
+            if not left:
+                receiver._left(request)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

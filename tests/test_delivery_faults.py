@@ -53,12 +53,12 @@ class Workers:
         self.tmp_path = tmp_path
         self.started: list[tuple[subprocess.Popen, Path]] = []
 
-    def start(self) -> subprocess.Popen:
+    def start(self, *options: str) -> subprocess.Popen:
         db.session.rollback()  # let the worker see a fresh state
         log = self.tmp_path / f"worker-{len(self.started)}.log"
         with log.open("w") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "flask", "--app", "app", "events", "deliver"],
+                [sys.executable, "-m", "flask", "--app", "app", "events", "deliver", *options],
                 cwd=ROOT,
                 env=self.env,
                 stdout=out,
@@ -325,3 +325,58 @@ def test_two_workers_never_deliver_to_one_webhook_at_once(workers, receiver):
     for path in paths:
         assert_all_delivered_in_order(receiver, path, ids)
     assert first.poll() is None and second.poll() is None
+
+
+def test_two_workers_with_threads_keep_each_webhooks_order(workers, receiver):
+    """Two workers of three threads each, eight webhooks answering at different speeds, events
+    committed while they deliver: each webhook gets its events in id order, never two at once,
+    and the workers did deliver to several webhooks at the same time."""
+    paths = [f"/w{n}" for n in range(8)]
+    receiver.script = lambda request: (200, 0.002 * paths.index(request.path))
+    for path in paths:
+        webhooks.create(OPERATOR, receiver.url(path))
+    first, second = workers.start("--concurrency", "3"), workers.start("--concurrency", "3")
+    ids: list[int] = []
+    for n in range(6):
+        ids += make_ddis(f"2089{n}", 40, per_transaction=10)
+    wait_until(
+        lambda: all(set(receiver.delivered_ids(p)) >= set(ids) for p in paths),
+        60,
+        "every event at every webhook",
+    )
+    assert receiver.most_in_flight >= 3  # more than one thread of one worker at a time
+    assert receiver.overlaps == []  # but never two requests in flight for one webhook
+    for path in paths:
+        assert receiver.ids(path) == ids, path  # in order, and none sent twice
+    assert first.poll() is None and second.poll() is None
+
+
+def test_sigterm_while_posts_are_under_way_saves_every_webhooks_cursor(workers, receiver):
+    """SIGTERM while four webhooks each have a POST under way: each is answered, each
+    webhook's cursor saved at its last answered event, and the next worker sends on from
+    there: no event twice, none skipped."""
+    paths = [f"/s{n}" for n in range(4)]
+    receiver.script = lambda _request: (200, 0.3)
+    hook_ids = {path: webhooks.create(OPERATOR, receiver.url(path))[0].id for path in paths}
+    ids = make_ddis("2090", 30)
+    worker = workers.start()
+    wait_until(
+        lambda: all(len(receiver.seen(p)) >= 2 for p in paths), 20, "two POSTs to each webhook"
+    )
+    assert workers.stop(worker) == 0
+    for path, hook_id in hook_ids.items():
+        answered = receiver.delivered_ids(path)
+        assert receiver.ids(path) == answered == ids[: len(answered)], path
+        assert len(answered) < len(ids), "the worker finished before it was stopped"
+        db.session.rollback()
+        assert db.session.get(Webhook, hook_id).cursor == answered[-1], path  # saved, exited
+        assert [a.event_id for a in attempts(hook_id)] == answered, path
+    receiver.script = lambda _request: 200
+    workers.start()
+    wait_until(
+        lambda: all(set(receiver.delivered_ids(p)) >= set(ids) for p in paths),
+        30,
+        "the rest",
+    )
+    for path in paths:
+        assert receiver.ids(path) == ids, path  # the stopped worker's progress was all kept

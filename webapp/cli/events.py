@@ -72,6 +72,13 @@ def webhooks_delete(webhook_id: int) -> None:
 @events_cli.command("deliver")
 @click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
 @click.option(
+    "--concurrency",
+    type=click.IntRange(1, 12),  # delivery.MAX_CONCURRENCY: the connection pool's size
+    default=8,  # delivery.DEFAULT_CONCURRENCY
+    show_default=True,
+    help="Webhooks delivered to at once, each on a thread of its own (1 to 12).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=0,
@@ -84,7 +91,7 @@ def webhooks_delete(webhook_id: int) -> None:
     help="The address --metrics-port listens on.",
 )
 @friendly
-def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
+def events_deliver(once: bool, concurrency: int, metrics_port: int, metrics_address: str) -> None:
     """POST the change events to the webhooks, signed, in order, until stopped (SIGTERM)."""
     from ..services.events import delivery
 
@@ -99,7 +106,7 @@ def events_deliver(once: bool, metrics_port: int, metrics_address: str) -> None:
                 f"--metrics-port: cannot listen on {metrics_address}:{metrics_port}: "
                 f"{exc.strerror or exc}"
             ) from None
-    worker = delivery.Worker(db.engine)
+    worker = delivery.Worker(db.engine, concurrency=concurrency)
     worker.run(once=once)
     if once:
         click.echo(f"Delivered {worker.delivered} of {worker.attempts} attempts.")

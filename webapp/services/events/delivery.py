@@ -10,11 +10,21 @@ in order, at least once: the cursor is saved after the POSTs that moved it, and 
 killed in between makes the next one send those again (the `webhook-id` header lets a
 receiver drop the repeat).
 
-One worker at a time per webhook: a worker delivers only while it holds the webhook's lock,
-which the operating system or the database server frees when the worker dies (a killed
+Webhooks do not wait for each other: a worker delivers to up to `concurrency` webhooks at once
+(default 8), each on a thread of its own with its own database session, so a receiver slow to
+answer (or not answering until the 10 s timeout) holds one thread, not the others' events. A
+dispatcher (the thread that called `run`) looks for webhooks with something due every
+IDLE_POLL seconds and hands each one not already being served to a free thread, which serves
+it as one webhook was served before: in id order, saving as it goes.
+
+One thread at a time per webhook: a thread delivers only while the worker holds the webhook's
+lock, which the operating system or the database server frees when the worker dies (a killed
 worker never leaves a webhook locked). On PostgreSQL a session advisory lock on a connection
 the worker keeps for the purpose; on SQLite, which only processes of the same host can open,
-a POSIX record lock on a file beside the database. Several workers share the webhooks
+a POSIX record lock on a file beside the database. Both are the process's (a session's
+advisory lock can be taken again by the same session; a record lock by the same process), so
+the worker also notes which webhooks its own threads hold and refuses a second one; the lock
+connection and file are used by one thread at a time. Several workers share the webhooks
 between them: each skips one another holds.
 
 Every POST goes to an address checked just before (targets.py: public, or in
@@ -34,12 +44,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import urllib3
+from flask import Flask, current_app
 from sqlalchemy import Connection, delete, exists, or_, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
@@ -66,6 +78,13 @@ SAVE_EVERY = 1.0  # seconds: the longest a worker delivers before saving its pro
 IDLE_POLL = 0.2  # seconds between looks for new events when there is nothing to do
 KEEP_ATTEMPTS = 200  # attempts kept per webhook besides the failed ones (the page shows 20)
 LOCK_KEY = 0x5EB  # advisory lock class on PostgreSQL: (LOCK_KEY, webhook id)
+DEFAULT_CONCURRENCY = 8  # webhooks a worker delivers to at once (--concurrency)
+# Each delivery thread uses a database connection while it serves its webhook, besides the
+# dispatcher's and the lock connection: SQLAlchemy's pool holds 15 (5, and 10 more on demand).
+MAX_CONCURRENCY = 12
+# Connections kept per address: several webhooks on one receiver are served at once by the
+# worker's threads, each on a connection of its own.
+PER_ADDRESS = MAX_CONCURRENCY
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -77,13 +96,22 @@ def retry_delay(attempts: int) -> timedelta:
 
 
 class Locks:
-    """Per-webhook locks that die with the process holding them (module docstring)."""
+    """Per-webhook locks that die with the process holding them (module docstring), shared by
+    the worker's threads: at most one thread of the process holds a webhook."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self.postgres = engine.dialect.name == "postgresql"
         self._connection: Connection | None = None
         self._file: int | None = None
+        # One thread at a time on the lock connection (a connection is not for two threads)
+        # and on _held. Each lock is noted with the generation of the connection it was taken
+        # on: a reset (the connection gone, and every lock with it) starts a new generation,
+        # so a thread whose lock went with the old connection learns it (holding) instead of
+        # asking a new connection that never held it.
+        self._mutex = threading.Lock()
+        self._held: dict[int, int] = {}  # webhook id -> the generation it was taken in
+        self._generation = 0
         if not self.postgres:
             path = engine.url.database
             if not path or path == ":memory:":
@@ -92,49 +120,70 @@ class Locks:
             self._lock_file()
 
     def try_lock(self, webhook_id: int) -> bool:
-        if not self.postgres:
-            try:
-                fcntl.lockf(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, webhook_id)
-            except OSError:
+        """Take the webhook's lock for the calling thread; False if another worker, or another
+        thread of this one, holds it (or the database is out of reach)."""
+        with self._mutex:
+            if webhook_id in self._held:  # the process's own lock: the OS or server says yes
                 return False
+            if not self.postgres:
+                try:
+                    fcntl.lockf(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, webhook_id)
+                except OSError:
+                    return False
+            else:
+                try:
+                    got = (
+                        self._lock_connection()
+                        .execute(
+                            text("SELECT pg_try_advisory_lock(:k, :id)"),
+                            {"k": LOCK_KEY, "id": webhook_id},
+                        )
+                        .scalar()
+                    )
+                except DBAPIError:
+                    self._reset()  # the server went away: its locks with it; a new connection
+                    return False
+                if not got:
+                    return False
+            self._held[webhook_id] = self._generation
             return True
-        try:
-            connection = self._lock_connection()
-            got = connection.execute(
-                text("SELECT pg_try_advisory_lock(:k, :id)"), {"k": LOCK_KEY, "id": webhook_id}
-            ).scalar()
-        except DBAPIError:
-            self.reset()  # the server went away: its locks with it; a new connection next time
-            return False
-        return bool(got)
 
     def unlock(self, webhook_id: int) -> None:
-        if not self.postgres:
-            if self._file is not None:
-                fcntl.lockf(self._file, fcntl.LOCK_UN, 1, webhook_id)
-            return
-        if self._connection is None:  # reset: the lock went with its connection
-            return
-        try:
-            self._connection.execute(
-                text("SELECT pg_advisory_unlock(:k, :id)"), {"k": LOCK_KEY, "id": webhook_id}
-            )
-        except DBAPIError:
-            self.reset()
+        with self._mutex:
+            generation = self._held.pop(webhook_id, None)
+            if generation is None:
+                return
+            if not self.postgres:
+                if self._file is not None:
+                    fcntl.lockf(self._file, fcntl.LOCK_UN, 1, webhook_id)
+                return
+            if self._connection is None or generation != self._generation:
+                return  # the lock went with the connection it was taken on
+            try:
+                self._connection.execute(
+                    text("SELECT pg_advisory_unlock(:k, :id)"), {"k": LOCK_KEY, "id": webhook_id}
+                )
+            except DBAPIError:
+                self._reset()
 
     def holding(self, webhook_id: int) -> bool:
         """PostgreSQL: whether the lock on the webhook is still held (its connection alive: a
         server restart ends it, and frees the lock) and the webhook still there, in one round
         trip. Not for SQLite, whose locks live as long as the process."""
-        try:
-            there = (
-                self._lock_connection()
-                .execute(text("SELECT count(*) FROM webhooks WHERE id = :id"), {"id": webhook_id})
-                .scalar()
-            )
-        except DBAPIError:
-            self.reset()
-            return False
+        with self._mutex:
+            if self._held.get(webhook_id) != self._generation:
+                return False  # its connection was reset since: the lock is gone
+            try:
+                there = (
+                    self._lock_connection()
+                    .execute(
+                        text("SELECT count(*) FROM webhooks WHERE id = :id"), {"id": webhook_id}
+                    )
+                    .scalar()
+                )
+            except DBAPIError:
+                self._reset()
+                return False
         return bool(there)
 
     def _lock_file(self) -> int:
@@ -148,19 +197,28 @@ class Locks:
         return self._connection
 
     def reset(self) -> None:
+        """Drop the lock connection (a database outage): every lock taken on it is gone."""
+        with self._mutex:
+            self._reset()
+
+    def _reset(self) -> None:
         if self._connection is not None:
             with suppress(Exception):
                 self._connection.invalidate()
             with suppress(Exception):
                 self._connection.close()
             self._connection = None
+        self._generation += 1
 
     def close(self) -> None:
-        """Free every lock (a worker may take them again later: the file reopens)."""
-        self.reset()
-        if self._file is not None:
-            os.close(self._file)
-            self._file = None
+        """Free every lock (a worker may take them again later: the file reopens). Only once
+        no thread is delivering: closing the file frees the process's every record lock on it."""
+        with self._mutex:
+            self._reset()
+            self._held.clear()
+            if self._file is not None:
+                os.close(self._file)
+                self._file = None
 
 
 # --- sending one event -----------------------------------------------------------------------
@@ -263,13 +321,14 @@ class Sender:
                     address,
                     target.port,
                     retries=False,
+                    maxsize=PER_ADDRESS,
                     cert_reqs="CERT_REQUIRED",
                     ca_certs=self.ca_certs,
                     server_hostname=target.host,
                     assert_hostname=target.host,
                 )
             else:
-                pool = HTTPConnectionPool(address, target.port, retries=False)
+                pool = HTTPConnectionPool(address, target.port, retries=False, maxsize=PER_ADDRESS)
             self._pools[key] = pool
             while len(self._pools) > MAX_POOLS:  # the least recently used goes
                 self._pools.popitem(last=False)[1].close()
@@ -326,57 +385,58 @@ class Item:
 
 
 @dataclass
+class _Progress:
+    """What the POSTs to one webhook since its last save leave to write (_save): their
+    attempts, and the redeliveries done with (delivered or given up, or their event pruned).
+    One per webhook being served: each thread has its own."""
+
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    unqueued: list[int] = field(default_factory=list)
+
+
+@dataclass
 class Worker:
-    """Delivers what is due to every webhook, one webhook at a time (module docstring)."""
+    """Delivers what is due to every webhook, up to `concurrency` webhooks at once, each on a
+    thread of its own (module docstring). `delivered` and `attempts` count every thread's."""
 
     engine: Engine
     sender: Sender = field(default_factory=Sender)
     clock: Callable[[], datetime] = utcnow
+    concurrency: int = DEFAULT_CONCURRENCY
     stopping: bool = False
     delivered: int = 0
     attempts: int = 0
 
     def __post_init__(self) -> None:
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be 1 to {MAX_CONCURRENCY}, not {self.concurrency}")
         self.locks = Locks(self.engine)
-        # What the POSTs since the last save leave to write (_save): their attempts, and the
-        # redeliveries done with (delivered or given up, or their event pruned).
-        self._pending: list[dict[str, Any]] = []
-        self._unqueued: list[int] = []
+        self._counts = threading.Lock()  # the threads' += on delivered and attempts
 
     def run(self, once: bool = False) -> None:
-        """Deliver until stopped (SIGTERM, SIGINT: after the POST under way), or with `once`
-        until nothing is due. A database outage (a restart) is logged once and the loop goes on
-        until the database is back; any other database error, or an outage with `once`, is
-        raised (the command turns it into one line and exit 1)."""
+        """Deliver until stopped (SIGTERM, SIGINT: after the POSTs under way, each thread's
+        progress saved), or with `once` until nothing is due. A database outage (a restart) is
+        logged once and the loop goes on until the database is back; any other database
+        error, or an outage with `once`, is raised (the command turns it into one line and
+        exit 1) once the other threads have stopped and saved. Call it in an app context: each
+        thread pushes one of its own for its session."""
         handlers: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():  # signals reach only it
             for sig in (signal.SIGTERM, signal.SIGINT):
                 handlers[sig] = signal.signal(sig, self._stop)
-        down_since: float | None = None
         try:
-            while not self.stopping:
+            if once:
                 try:
-                    worked = self.run_once()
-                except DBAPIError as exc:
+                    while not self.stopping and self.run_once():
+                        pass
+                except DBAPIError:
+                    # An outage or not, a single pass (--once, from cron) ends: the command's one
+                    # line and exit 1, not a loop.
                     db.session.rollback()
                     db.session.remove()
-                    self.locks.reset()
-                    # Not an outage (no schema yet: `db upgrade` was not run) or a single pass
-                    # (--once, from cron): the command's one line and exit 1, not a loop.
-                    if once or not is_outage(exc):
-                        raise
-                    if down_since is None:  # one line per outage, not one a second
-                        log.warning("database unavailable, retrying: %s", str(exc.orig)[:200])
-                        down_since = time.monotonic()
-                    time.sleep(1)
-                    continue
-                if down_since is not None:
-                    log.warning("database back after %.0f s", time.monotonic() - down_since)
-                    down_since = None
-                if once and not worked:
-                    return
-                if not worked:
-                    time.sleep(IDLE_POLL)
+                    raise
+            else:
+                self._dispatch()
         finally:
             self.locks.close()
             for caught, handler in handlers.items():  # the caller's own back (a run in-process)
@@ -385,21 +445,110 @@ class Worker:
     def _stop(self, _signum: int, _frame: Any) -> None:
         self.stopping = True
 
-    def run_once(self) -> bool:
-        """One pass over the webhooks with something due; whether any attempt was made."""
-        due = self._due()
+    def _dispatch(self) -> None:
+        """Until stopped: hand each webhook with something due, and not being served, to a free
+        thread; look again when a thread is done, or every IDLE_POLL seconds."""
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        serving: dict[int, Future[bool]] = {}
+        down_since: float | None = None
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="webhook-delivery") as pool:
+            try:
+                while not self.stopping:
+                    outage = self._reap(serving)
+                    if outage is None and len(serving) < self.concurrency:
+                        try:
+                            self._hand_out(pool, app, serving)
+                        except DBAPIError as exc:
+                            db.session.rollback()
+                            db.session.remove()
+                            if not is_outage(exc):  # no schema yet (`db upgrade` was not run)
+                                raise
+                            outage = exc
+                        else:
+                            if down_since is not None:
+                                log.warning(
+                                    "database back after %.0f s", time.monotonic() - down_since
+                                )
+                                down_since = None
+                    if outage is not None:
+                        self.locks.reset()  # the server's end of it is gone, the locks with it
+                        if down_since is None:  # one line per outage, not one a second
+                            log.warning(
+                                "database unavailable, retrying: %s", str(outage.orig)[:200]
+                            )
+                            down_since = time.monotonic()
+                        time.sleep(1)
+                        continue
+                    if serving:
+                        wait(serving.values(), timeout=IDLE_POLL, return_when=FIRST_COMPLETED)
+                    else:
+                        time.sleep(IDLE_POLL)
+            finally:
+                # Stopped, or an error on its way up: each thread finishes its POST under way,
+                # saves and returns; leaving the pool's block waits for them.
+                self.stopping = True
+
+    def _reap(self, serving: dict[int, Future[bool]]) -> DBAPIError | None:
+        """Forget the webhooks whose thread is done; a database outage one met, if any (any
+        other error is raised)."""
+        outage = None
+        for webhook_id, future in list(serving.items()):
+            if not future.done():
+                continue
+            del serving[webhook_id]
+            exc = future.exception()
+            if isinstance(exc, DBAPIError) and is_outage(exc):
+                outage = exc
+            elif exc is not None:
+                raise exc
+        return outage
+
+    def _hand_out(
+        self, pool: ThreadPoolExecutor, app: Flask, serving: dict[int, Future[bool]]
+    ) -> None:
+        due = [webhook_id for webhook_id in self._due() if webhook_id not in serving]
         random.shuffle(due)  # several workers: start each on a different webhook
-        worked = False
         for webhook_id in due:
-            if self.stopping:
-                break
+            if self.stopping or len(serving) >= self.concurrency:
+                return
+            # Locked here, not in the thread: a webhook another worker holds takes no thread.
             if self.locks.try_lock(webhook_id):
+                serving[webhook_id] = pool.submit(self._serve_locked, app, webhook_id)
+
+    def run_once(self) -> bool:
+        """One pass over the webhooks with something due, up to `concurrency` at once, back
+        when each is done; whether any attempt was made. An error a thread met is raised
+        once every thread is done."""
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        due = self._due()
+        if not due:
+            return False
+        random.shuffle(due)  # several workers: start each on a different webhook
+        threads = min(self.concurrency, len(due))
+        with ThreadPoolExecutor(threads, thread_name_prefix="webhook-delivery") as pool:
+            futures = [pool.submit(self._serve_if_free, app, webhook_id) for webhook_id in due]
+        worked = False
+        for future in futures:  # all done: the pool's block waited for them
+            worked |= future.result()
+        return worked
+
+    def _serve_if_free(self, app: Flask, webhook_id: int) -> bool:
+        if self.stopping or not self.locks.try_lock(webhook_id):
+            return False
+        return self._serve_locked(app, webhook_id)
+
+    def _serve_locked(self, app: Flask, webhook_id: int) -> bool:
+        """On a delivery thread: serve the webhook, whose lock the worker took for this thread,
+        in an app context of the thread's own (db.session is scoped to it), then unlock."""
+        try:
+            with app.app_context():
                 try:
-                    worked |= self._serve(webhook_id)
+                    return self._serve(webhook_id)
                 finally:
                     db.session.rollback()
-                    self.locks.unlock(webhook_id)
-        return worked
+                    db.session.remove()
+        finally:
+            self.locks.unlock(webhook_id)
 
     def _due(self) -> list[int]:
         newest = webhooks.newest_event()
@@ -413,34 +562,34 @@ class Worker:
         return ids
 
     def _serve(self, webhook_id: int) -> bool:
-        """Deliver what is due to one webhook, whose lock the worker holds."""
+        """Deliver what is due to one webhook, whose lock the worker holds for this thread."""
         hook = db.session.get(Webhook, webhook_id)
         if hook is None or (hook.next_attempt_at and hook.next_attempt_at > self.clock()):
             return False
         # A plain object from here: _save writes its progress with one UPDATE, which finds
         # nothing (and saves nothing) if the webhook was deleted meanwhile.
         db.session.expunge(hook)
-        self._pending, self._unqueued = [], []
+        progress = _Progress()
         worked = False
-        for batch, complete_to in self._batches(hook):
+        for batch, complete_to in self._batches(hook, progress):
             saved = time.monotonic()
             for item in batch:
                 if self.stopping:
-                    self._save(hook)
+                    self._save(hook, progress)
                     return worked
                 if not self._may_go_on(hook.id):  # lock lost (nothing saved) or deleted
                     return worked
                 worked = True
-                if not self._attempt(hook, item):
-                    self._save(hook)
+                if not self._attempt(hook, item, progress):
+                    self._save(hook, progress)
                     return worked
                 if time.monotonic() - saved > SAVE_EVERY:
-                    if not self._save(hook):
+                    if not self._save(hook, progress):
                         return worked
                     saved = time.monotonic()
             if complete_to is not None:
                 hook.cursor = max(hook.cursor, complete_to)
-            if not self._save(hook):
+            if not self._save(hook, progress):
                 return worked
         return worked
 
@@ -452,7 +601,9 @@ class Worker:
         db.session.rollback()  # a fresh look: the reads so far see the database as it was
         return db.session.scalar(select(Webhook.id).where(Webhook.id == webhook_id)) is not None
 
-    def _batches(self, hook: Webhook) -> Iterator[tuple[list[Item], int | None]]:
+    def _batches(
+        self, hook: Webhook, progress: _Progress
+    ) -> Iterator[tuple[list[Item], int | None]]:
         """What to send, in order: queued redeliveries, then the matching events after the
         cursor, a batch at a time. With each batch, the id every event up to which has been
         read (the cursor may move there once the batch is delivered), or None. A webhook with a
@@ -471,7 +622,7 @@ class Worker:
                 if rows and rows[0].id == event_id:
                     items.append(Item(feed.shape(rows[0], companies), requested_at, True))
                 else:  # pruned meanwhile: nothing to send
-                    self._unqueued.append(event_id)
+                    progress.unqueued.append(event_id)
             yield items, None
         while True:
             newest = webhooks.newest_event()  # before the read (feed.read)
@@ -482,7 +633,7 @@ class Worker:
             if complete or self.stopping:
                 return
 
-    def _attempt(self, hook: Webhook, item: Item) -> bool:
+    def _attempt(self, hook: Webhook, item: Item, progress: _Progress) -> bool:
         """POST one item and record the attempt; whether the queue may go on (delivered, or
         given up)."""
         event_id = item.event["id"]
@@ -490,17 +641,19 @@ class Worker:
             hook.head_event, hook.head_attempts = event_id, 0
         answer = self.sender.send(hook.url, hook.secret, item.event)
         now = self.clock()
-        self.attempts += 1
+        with self._counts:
+            self.attempts += 1
+            if answer.delivered:
+                self.delivered += 1
         if answer.delivered:
             outcome = "delivered"
-            self.delivered += 1
         elif now - item.recorded_at >= GIVE_UP_AFTER:
             outcome = "failed"
             log.warning("webhook %s: event %s given up after 24 h", hook.id, event_id)
         else:
             outcome = "retry"
         WEBHOOK_ATTEMPTS.labels(outcome).inc()
-        self._pending.append(
+        progress.pending.append(
             {
                 "webhook_id": hook.id,
                 "event_id": event_id,
@@ -517,12 +670,12 @@ class Worker:
             return False
         hook.head_event, hook.head_attempts, hook.next_attempt_at = None, 0, None
         if item.redelivery:
-            self._unqueued.append(event_id)
+            progress.unqueued.append(event_id)
         else:
             hook.cursor = max(hook.cursor, event_id)
         return True
 
-    def _save(self, hook: Webhook) -> bool:
+    def _save(self, hook: Webhook, progress: _Progress) -> bool:
         """Commit the webhook's progress and attempts; whether it is still there (a webhook
         deleted meanwhile is left deleted: its progress has nowhere to go).
 
@@ -547,10 +700,10 @@ class Worker:
             if not getattr(still, "rowcount", 1):
                 db.session.rollback()
                 return False
-            if self._pending:
-                db.session.execute(WebhookAttempt.__table__.insert(), self._pending)
-            if self._unqueued:
-                done = (a for a in self._pending if a["event_id"] in self._unqueued)
+            if progress.pending:
+                db.session.execute(WebhookAttempt.__table__.insert(), progress.pending)
+            if progress.unqueued:
+                done = (a for a in progress.pending if a["event_id"] in progress.unqueued)
                 # A failure a redelivery made good is no longer one to redeliver.
                 made_good = [a["event_id"] for a in done if a["outcome"] == "delivered"]
                 if made_good:
@@ -564,7 +717,7 @@ class Worker:
                 db.session.execute(
                     delete(WebhookRedelivery).where(
                         WebhookRedelivery.webhook_id == hook.id,
-                        WebhookRedelivery.event_id.in_(self._unqueued),
+                        WebhookRedelivery.event_id.in_(progress.unqueued),
                     )
                 )
             _trim(hook.id)
@@ -572,7 +725,7 @@ class Worker:
         except BaseException:
             db.session.rollback()
             raise
-        self._pending, self._unqueued = [], []
+        progress.pending, progress.unqueued = [], []
         return True
 
 
