@@ -41,6 +41,10 @@ BAD = [
     ("TRUSTED_PROXY_COUNT", "9", "not between 0 and 5"),
     ("EVENTS_RETENTION_DAYS", "0", "not between 1"),
     ("EVENTS_RETENTION_DAYS", "90 days", "not a whole number"),
+    ("EVENTS_MAX_WAITING", "0", "not between 1 and 64"),
+    ("EVENTS_MAX_WAITING", "65", "not between 1 and 64"),
+    ("EVENTS_MAX_WAITING", "two", "not a whole number"),
+    ("EVENTS_MAX_WAITING", "", "not a whole number"),
 ]
 
 
@@ -72,10 +76,13 @@ def test_checked_values_are_parsed(app):
             "HTTPS": "yes",
             "TRUSTED_PROXY_COUNT": "2",
             "EVENTS_RETENTION_DAYS": "30",
+            "EVENTS_MAX_WAITING": " 5 ",
             "REPORT_TIMEZONE": " Europe/Paris ",
         }
     )
     config = created.config
+    assert config["EVENTS_MAX_WAITING"] == 5
+    assert create_app({"SECRET_KEY": KEY}).config["EVENTS_MAX_WAITING"] == 2  # the default
     assert config["HTTPS"] is True and config["TRUSTED_PROXY_COUNT"] == 2
     assert config["EVENTS_RETENTION_DAYS"] == 30 and config["REPORT_TIMEZONE"] == "Europe/Paris"
     # What HTTPS implies follows it, whichever source set it.

@@ -123,10 +123,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
-    from .rest.errors import keep_outage_retry_after
+    from .rest.errors import keep_own_retry_after
 
     # Before the limiter's own after_request function, so that it runs after it.
-    app.after_request(keep_outage_retry_after)
+    app.after_request(keep_own_retry_after)
     limiter.init_app(app)
     with app.app_context():
         configure_engine(db.engine)

@@ -179,6 +179,16 @@ def parse_secret_key(value: object) -> str:
     return text
 
 
+# The most reads of the change events one account may have waiting at once that
+# EVENTS_MAX_WAITING accepts (services/events/wait_slots.py spaces its slots by it).
+MAX_WAITING_READS = 64
+
+
+def parse_max_waiting(value: object) -> int:
+    """Reads of the change events (`wait` above 0) one account may have waiting at once."""
+    return int_between(1, MAX_WAITING_READS)(value)
+
+
 def parse_retention(value: object) -> int:
     """Days of change events to keep (EVENTS_RETENTION_DAYS, `flask events prune --days`)."""
     return int_between(1, 36500)(value)
@@ -252,6 +262,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TRUSTED_PROXY_COUNT", "TRUSTED_PROXY_COUNT", "0", int_between(0, 5)),
     # `flask events prune` deletes change events (and webhook attempts) older than this.
     Setting("EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", "90", parse_retention),
+    # Reads of the change events waiting at once per account; one more is a 429
+    # (services/events/wait_slots.py, docs/events.md#limits).
+    Setting("EVENTS_MAX_WAITING", "EVENTS_MAX_WAITING", "2", parse_max_waiting),
     # A sign-in session ends after this long without a request, and this long after sign-in
     # whatever its use (services/identity/signin.py; SECURITY.md#sessions says why these
     # defaults).
