@@ -185,6 +185,20 @@ def test_memory_rate_limits_under_several_workers_are_warned_about():
     assert serving_warnings({"RATELIMIT_STORAGE_URI": "redis://127.0.0.1:6379"}, 4) == []
 
 
+def test_too_few_threads_for_one_accounts_long_polls_are_warned_about():
+    """One account's EVENTS_MAX_WAITING waiting reads may all land on one worker: it needs
+    that many threads and two more for pages and health checks (docs/deploy.md#long-polls)."""
+    config = {"EVENTS_MAX_WAITING": 2}
+    assert serving_warnings(config, 3, threads=4) == []
+    assert serving_warnings(config, 3, threads=8) == []  # gunicorn.conf.py's default
+    for threads in (1, 3):
+        (warning,) = serving_warnings(config, 3, threads=threads)
+        assert f"{threads} thread(s) per worker and EVENTS_MAX_WAITING=2" in warning
+        assert "GUNICORN_THREADS to at least 4" in warning
+    (warning,) = serving_warnings({"EVENTS_MAX_WAITING": 10}, 3, threads=8)
+    assert "at least 12" in warning
+
+
 @pytest.mark.slow
 def test_gunicorn_warns_when_several_workers_count_rate_limits_alone(app, tmp_path):
     """Served as docs/deploy.md says with memory:// counters and 2 workers, gunicorn's log says

@@ -335,10 +335,19 @@ def exit_with(error: ConfigError, status: int | None = None) -> NoReturn:
     raise SystemExit(status)
 
 
-def serving_warnings(config: dict[str, Any], processes: int) -> list[str]:
-    """What an operator should hear at start about serving with `processes` processes: the
-    settings that work but do not do what they say in that layout."""
+def serving_warnings(config: dict[str, Any], processes: int, threads: int = 1) -> list[str]:
+    """What an operator should hear at start about serving with `processes` processes of
+    `threads` threads: the settings that work but do not do what they say in that layout."""
     warnings = []
+    waiting = int(config.get("EVENTS_MAX_WAITING") or 0)
+    if waiting and threads < waiting + 2:
+        # One account's waiting reads of the events (up to 30 s each) may all reach one worker.
+        warnings.append(
+            f"{threads} thread(s) per worker and EVENTS_MAX_WAITING={waiting}: one account's "
+            "long polls of /rest/events/read can take a whole worker, and pages and health "
+            "checks sent to it wait; set GUNICORN_THREADS to at least "
+            f"{waiting + 2} (docs/deploy.md#long-polls)"
+        )
     if processes > 1 and str(config.get("RATELIMIT_STORAGE_URI", "")).startswith("memory:"):
         warnings.append(
             f"RATELIMIT_STORAGE_URI is memory:// with {processes} worker processes: each "
