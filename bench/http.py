@@ -237,7 +237,9 @@ def gunicorn_server(
     """`factory` under gunicorn with the bench's sync workers on a free loopback port.
     timeout: gunicorn's worker timeout in seconds (its default, 30, when None)."""
     port = _free_port()
-    argv = [sys.executable, "-m", "gunicorn", "--workers", str(WORKERS)]
+    # --threads 1: sync workers, as the results were measured, though gunicorn.conf.py (read
+    # from the working directory) defaults to threads.
+    argv = [sys.executable, "-m", "gunicorn", "--workers", str(WORKERS), "--threads", "1"]
     if timeout is not None:
         argv += ["--timeout", str(timeout)]
     argv += ["--bind", f"127.0.0.1:{port}", "--log-level", "warning", factory]

@@ -43,6 +43,10 @@ BAD = [
     ("EVENTS_RETENTION_DAYS", "90 days", "not a whole number"),
     ("WEBHOOK_ALLOW_NETWORKS", "10.0.0.0/33", "not an IP address or network"),
     ("WEBHOOK_ALLOW_NETWORKS", "switches.example.net", "not an IP address or network"),
+    ("EVENTS_MAX_WAITING", "0", "not between 1 and 64"),
+    ("EVENTS_MAX_WAITING", "65", "not between 1 and 64"),
+    ("EVENTS_MAX_WAITING", "two", "not a whole number"),
+    ("EVENTS_MAX_WAITING", "", "not a whole number"),
 ]
 
 
@@ -74,10 +78,13 @@ def test_checked_values_are_parsed(app):
             "HTTPS": "yes",
             "TRUSTED_PROXY_COUNT": "2",
             "EVENTS_RETENTION_DAYS": "30",
+            "EVENTS_MAX_WAITING": " 5 ",
             "REPORT_TIMEZONE": " Europe/Paris ",
         }
     )
     config = created.config
+    assert config["EVENTS_MAX_WAITING"] == 5
+    assert create_app({"SECRET_KEY": KEY}).config["EVENTS_MAX_WAITING"] == 2  # the default
     assert config["HTTPS"] is True and config["TRUSTED_PROXY_COUNT"] == 2
     assert config["EVENTS_RETENTION_DAYS"] == 30 and config["REPORT_TIMEZONE"] == "Europe/Paris"
     # What HTTPS implies follows it, whichever source set it.
@@ -183,6 +190,20 @@ def test_memory_rate_limits_under_several_workers_are_warned_about():
     (warning,) = serving_warnings(config, 4)
     assert "4 worker processes" in warning and "redis://" in warning
     assert serving_warnings({"RATELIMIT_STORAGE_URI": "redis://127.0.0.1:6379"}, 4) == []
+
+
+def test_too_few_threads_for_one_accounts_long_polls_are_warned_about():
+    """One account's EVENTS_MAX_WAITING waiting reads may all land on one worker: it needs
+    that many threads and two more for pages and health checks (docs/deploy.md#long-polls)."""
+    config = {"EVENTS_MAX_WAITING": 2}
+    assert serving_warnings(config, 3, threads=4) == []
+    assert serving_warnings(config, 3, threads=8) == []  # gunicorn.conf.py's default
+    for threads in (1, 3):
+        (warning,) = serving_warnings(config, 3, threads=threads)
+        assert f"{threads} thread(s) per worker and EVENTS_MAX_WAITING=2" in warning
+        assert "GUNICORN_THREADS to at least 4" in warning
+    (warning,) = serving_warnings({"EVENTS_MAX_WAITING": 10}, 3, threads=8)
+    assert "at least 12" in warning
 
 
 @pytest.mark.slow

@@ -5,24 +5,30 @@ that exist."""
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shlex
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
+from webapp.config import MAX_WAITING_READS
 from webapp.extensions import db
-from webapp.models import Webhook
+from webapp.models import Account, Webhook
 from webapp.services.events import webhooks
+from webapp.services.events.wait_slots import LOCK_FILE
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR
@@ -238,3 +244,102 @@ def test_systemd_units_name_commands_that_exist(process_env, tmp_path):
             check, cwd=ROOT, env=process_env, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, f"{unit.name}: {done.stdout}{done.stderr}"
+
+
+# --- long polls beside pages and probes ------------------------------------------------------
+
+
+def held_slots(lock_file: Path, account: int) -> int:
+    """How many of the account's waiting-read slots processes hold now (the record locks
+    /proc/locks lists on the slot file, services/events/wait_slots.py): read, never taken."""
+    if not lock_file.exists():
+        return 0
+    inode, first = lock_file.stat().st_ino, account * MAX_WAITING_READS
+    mine = range(first, first + MAX_WAITING_READS)
+    held = 0
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields or int(fields[5].rsplit(":", 1)[1]) != inode:
+            continue
+        start, end = int(fields[6]), int(fields[7])
+        held += len(range(max(start, mine.start), min(end + 1, mine.stop)))
+    return held
+
+
+def post_read(base: str, token: str, body: dict) -> tuple[int, dict, dict]:
+    """POST /rest/events/read over HTTP: status, headers, JSON body."""
+    request = urllib.request.Request(
+        f"{base}/rest/events/read",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, dict(answer.headers), json.load(answer)
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.load(error)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_long_polls_at_the_limit_leave_the_health_checks_fast(app, world, tmp_path):
+    """gunicorn as docs/deploy.md runs it (gunicorn.conf.py, its default workers and threads,
+    EVENTS_MAX_WAITING's default): one token's two waiting reads, and ten more refused at once
+    (429, Retry-After) while fifty /healthz answer within 100 ms at the 95th percentile; the
+    slots free again when the reads answer."""
+    from .observability import gunicorn, server_env
+
+    cadmin = world.cadmin
+    crud.create(
+        OPERATOR, kinds.DDI, {"dialcode": "44", "number": "1", "virt_exten": "1", "company": "acme"}
+    )
+    first = webhooks.newest_event()
+    account = db.session.scalar(select(Account.id).where(Account.username == "cadmin"))
+    db.session.rollback()
+    env = server_env(
+        app.config["SQLALCHEMY_DATABASE_URI"],
+        tmp_path / "instance",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+    )
+    for documented in ("WEB_CONCURRENCY", "GUNICORN_THREADS", "EVENTS_MAX_WAITING"):
+        env.pop(documented, None)
+    lock_file = tmp_path / "instance" / LOCK_FILE
+    log = tmp_path / "gunicorn.log"
+    with gunicorn(env, log) as server, ThreadPoolExecutor(12) as pool:
+        wait = {"after": first, "wait": 8}
+        waiting = [pool.submit(post_read, server.base, cadmin.token, wait) for _ in range(2)]
+        wait_until(
+            lambda: held_slots(lock_file, account) == 2,
+            15,
+            "two reads holding their slots",
+            details=lambda: log.read_text()[-3000:],
+        )
+        refused, times = [], []
+        for i in range(50):
+            if i % 5 == 0:
+                refused.append(pool.submit(post_read, server.base, cadmin.token, wait))
+            began = time.monotonic()
+            assert get(f"{server.base}/healthz") == 200
+            times.append(time.monotonic() - began)
+        answers = [future.result(timeout=15) for future in refused]
+        assert not any(future.done() for future in waiting)  # still waiting
+        crud.create(
+            OPERATOR,
+            kinds.DDI,
+            {"dialcode": "44", "number": "2", "virt_exten": "1", "company": "acme"},
+        )
+        second = webhooks.newest_event()
+        db.session.rollback()
+        ended = [future.result(timeout=15) for future in waiting]
+        wait_until(lambda: held_slots(lock_file, account) == 0, 5, "the slots to be freed")
+        again = post_read(server.base, cadmin.token, {"after": second, "wait": 0.2})
+    p95 = statistics.quantiles(times, n=20)[-1]
+    assert p95 <= 0.1, sorted(times)
+    for status, headers, body in answers:
+        assert status == 429, (status, body)
+        assert body["error"]["code"] == "rate_limited" and body["result"] == "error", body
+        assert headers["Retry-After"] == "5", headers
+    assert [(status, body["last"]) for status, _, body in ended] == [(200, second)] * 2
+    assert (again[0], again[2]["last"]) == (200, second)
+    assert "Traceback" not in log.read_text()
+    assert "thread(s) per worker" not in log.read_text()  # the defaults fit (serving_warnings)

@@ -359,10 +359,12 @@ def test_under_gunicorn_a_scrape_sums_every_workers_counts(app, world, tmp_path)
         tmp_path / "instance",
         METRICS_TOKEN=TOKEN,
         PROMETHEUS_MULTIPROC_DIR=str(multiproc),
+        EVENTS_MAX_WAITING="3",  # the three long polls are one account's
     )
     pool_size = db.engine.pool.size()
     db.session.rollback()
-    with gunicorn(env, tmp_path / "gunicorn.log", "--workers", "3") as server:
+    # --threads 1: sync workers (gunicorn.conf.py defaults to threads), one request each.
+    with gunicorn(env, tmp_path / "gunicorn.log", "--workers", "3", "--threads", "1") as server:
         polls = [
             threading.Thread(
                 target=post_json,

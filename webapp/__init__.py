@@ -123,10 +123,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
-    from .rest.errors import keep_outage_retry_after
+    from .rest.errors import keep_own_retry_after
 
     # Before the limiter's own after_request function, so that it runs after it.
-    app.after_request(keep_outage_retry_after)
+    app.after_request(keep_own_retry_after)
     limiter.init_app(app)
     with app.app_context():
         configure_engine(db.engine)
@@ -156,15 +156,16 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     return app
 
 
-def check_startup(processes: int = 1) -> list[str]:
+def check_startup(processes: int = 1, threads: int = 1) -> list[str]:
     """Build the app once and let it go: what gunicorn's master runs before it starts any
     worker (gunicorn.conf.py), so a bad setting or a missing database stops the server with one
     line (ConfigError, as create_app) instead of every worker failing alike. Returns the
-    warnings for serving with `processes` worker processes (config.serving_warnings)."""
+    warnings for serving with `processes` worker processes of `threads` threads
+    (config.serving_warnings)."""
     app = create_app()
     with app.app_context():
         db.engine.dispose()  # no connection of the master's may leak into forked workers
-    return serving_warnings(app.config, processes)
+    return serving_warnings(app.config, processes, threads)
 
 
 ErrorHandler = Callable[[Any], ResponseReturnValue]

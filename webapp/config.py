@@ -179,6 +179,16 @@ def parse_secret_key(value: object) -> str:
     return text
 
 
+# The most reads of the change events one account may have waiting at once that
+# EVENTS_MAX_WAITING accepts (services/events/wait_slots.py spaces its slots by it).
+MAX_WAITING_READS = 64
+
+
+def parse_max_waiting(value: object) -> int:
+    """Reads of the change events (`wait` above 0) one account may have waiting at once."""
+    return int_between(1, MAX_WAITING_READS)(value)
+
+
 def parse_retention(value: object) -> int:
     """Days of change events to keep (EVENTS_RETENTION_DAYS, `flask events prune --days`)."""
     return int_between(1, 36500)(value)
@@ -252,6 +262,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TRUSTED_PROXY_COUNT", "TRUSTED_PROXY_COUNT", "0", int_between(0, 5)),
     # `flask events prune` deletes change events (and webhook attempts) older than this.
     Setting("EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", "90", parse_retention),
+    # Reads of the change events waiting at once per account; one more is a 429
+    # (services/events/wait_slots.py, docs/events.md#limits).
+    Setting("EVENTS_MAX_WAITING", "EVENTS_MAX_WAITING", "2", parse_max_waiting),
     # A sign-in session ends after this long without a request, and this long after sign-in
     # whatever its use (services/identity/signin.py; SECURITY.md#sessions says why these
     # defaults).
@@ -325,10 +338,19 @@ def exit_with(error: ConfigError, status: int | None = None) -> NoReturn:
     raise SystemExit(status)
 
 
-def serving_warnings(config: dict[str, Any], processes: int) -> list[str]:
-    """What an operator should hear at start about serving with `processes` processes: the
-    settings that work but do not do what they say in that layout."""
+def serving_warnings(config: dict[str, Any], processes: int, threads: int = 1) -> list[str]:
+    """What an operator should hear at start about serving with `processes` processes of
+    `threads` threads: the settings that work but do not do what they say in that layout."""
     warnings = []
+    waiting = int(config.get("EVENTS_MAX_WAITING") or 0)
+    if waiting and threads < waiting + 2:
+        # One account's waiting reads of the events (up to 30 s each) may all reach one worker.
+        warnings.append(
+            f"{threads} thread(s) per worker and EVENTS_MAX_WAITING={waiting}: one account's "
+            "long polls of /rest/events/read can take a whole worker, and pages and health "
+            "checks sent to it wait; set GUNICORN_THREADS to at least "
+            f"{waiting + 2} (docs/deploy.md#long-polls)"
+        )
     if processes > 1 and str(config.get("RATELIMIT_STORAGE_URI", "")).startswith("memory:"):
         warnings.append(
             f"RATELIMIT_STORAGE_URI is memory:// with {processes} worker processes: each "

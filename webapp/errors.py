@@ -28,6 +28,7 @@ RETRY_AFTER_SECONDS = 5
 class ServiceError(Exception):
     status = 400
     code = ERROR_CODES[status]
+    retry_after: int | None = None  # seconds, for the Retry-After header of a 429 or 503
 
     def __init__(self, message: str, fields: dict[str, str] | None = None):
         super().__init__(message)
@@ -73,6 +74,18 @@ class UnsupportedMedia(ServiceError):
 
     status = 415
     code = ERROR_CODES[status]
+
+
+class TooManyRequests(ServiceError):
+    """More of something at once than this caller may have; `retry_after` says when to try
+    again."""
+
+    status = 429
+    code = ERROR_CODES[status]
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def is_outage(exc: BaseException) -> bool:

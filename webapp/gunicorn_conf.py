@@ -8,7 +8,9 @@ overrides any setting here (`--workers 8`, `--timeout 120`).
 - Logs: gunicorn's own lines (start, worker boots and exits, timeouts) in the app's format
   (LOG_FORMAT, LOG_LEVEL); its access log stays off, as the app writes one line per request.
 - Workers: WEB_CONCURRENCY processes (default 2 per CPU + 1, at most 8), GUNICORN_THREADS
-  threads each (default 1: sync workers; more: gthread, for long-polling event readers).
+  threads each (default 8: gthread workers, so that the long polls of /rest/events/read,
+  at most EVENTS_MAX_WAITING per account, leave threads for pages and health checks;
+  docs/deploy.md, Long polls, has the arithmetic; 1: sync workers).
 - Metrics: prometheus-client's multiprocess mode. PROMETHEUS_MULTIPROC_DIR (a private new
   directory under /dev/shm when not set) is emptied at start, and a worker's live gauges are
   dropped when it exits.
@@ -87,9 +89,18 @@ def _default_workers() -> int:
 wsgi_app = "webapp.wsgi:app"
 proc_name = "telephony-admin"
 workers = _env_int("WEB_CONCURRENCY", _default_workers(), 1, 64)
-threads = _env_int("GUNICORN_THREADS", 1, 1, 64)
+# Threads: a waiting read of the events holds one for up to 30 s, without a database
+# connection. A gthread worker accepts connections whether or not a thread is free (they queue
+# for one), so the bound that matters is per worker: 8 threads hold the waiting reads of three
+# accounts at their limit of 2 and still serve two requests, even were all six on one worker.
+# At most 8 database connections per worker follow (8 workers: 64, under PostgreSQL's 100).
+threads = _env_int("GUNICORN_THREADS", 8, 1, 64)
+# gthread for threads (gunicorn would switch to it anyway); 1 thread: sync workers, which
+# accept only when free, rather than one thread with a queue in front of it.
+worker_class = "gthread" if threads > 1 else "sync"
 # A worker silent this long is killed and replaced (a sync worker is silent while it serves a
-# request: give a long import more with --timeout, or run it with `flask ddis import`).
+# request, a gthread worker only when its main loop is stuck: give a long import on sync
+# workers more with --timeout, or run it with `flask ddis import`).
 timeout = 30
 # On SIGTERM (or HUP), workers finish the requests under way for up to this long, then exit.
 graceful_timeout = 30
@@ -120,7 +131,7 @@ def on_starting(server: Any) -> None:
     from webapp.config import ConfigError, exit_with
 
     try:
-        warnings = check_startup(server.cfg.workers)
+        warnings = check_startup(server.cfg.workers, server.cfg.threads)
     except ConfigError as error:
         exit_with(error)
     from webapp.observability.metrics import forget_this_process

@@ -518,7 +518,9 @@ OPERATIONS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         "post /rest/events/read events Events ReadEventsRequest json auth",
         "The change events after an id, in id order",
         "System-Admin; a Company-Admin reads its companies' events. With none after `after` yet, "
-        f"the answer waits up to `wait` seconds (at most {feed.MAX_WAIT}) for one.",
+        f"the answer waits up to `wait` seconds (at most {feed.MAX_WAIT}) for one. An account "
+        "has at most EVENTS_MAX_WAITING (default 2) such reads waiting at once: one more that "
+        "would wait is a 429 with Retry-After, at once.",
         {
             "updates after event 6, waiting up to 30 s": {
                 "after": 6,
@@ -574,6 +576,13 @@ ERROR_WHEN = {
     503: "The database does not answer; Retry-After says when to try again.",
 }
 STATUSES = {"json": (400, 413, 415), "auth": (401, 403, 429, 503)}
+# An operation's own further cases of an error status, after ERROR_WHEN's words.
+ALSO_WHEN = {
+    "readEvents": {
+        429: "Or this account already has EVENTS_MAX_WAITING reads waiting and this one would "
+        "wait (`code` `rate_limited` too; docs/events.md#limits)."
+    }
+}
 CSV_BODY = {
     # The file's bytes (UTF-8, a byte order mark allowed): `format: binary` is how generators
     # (openapi-python-client among them) know to send a file as it is.
@@ -669,6 +678,8 @@ def _operation(operation_id: str, schemas: dict[str, Any]) -> dict[str, Any]:
         "200": ok,
         **{str(c): _answer(c, "Error", _error(c)) for c in sorted(codes)},
     }
+    for status, more in ALSO_WHEN.get(operation_id, {}).items():
+        op["responses"][str(status)]["description"] += f" {more}"
     if answer == "Readiness":  # unready: a 503 that says which dependency failed
         failed = {
             "status": "unavailable",

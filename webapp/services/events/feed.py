@@ -20,7 +20,7 @@ from ...errors import Invalid
 from ...extensions import db
 from ...models import Event, EventTxn
 from ..fields import STRICT, Bounded, CompanyId, validated
-from . import journal
+from . import journal, wait_slots
 from .journal import TYPES
 
 DEFAULT_LIMIT = 100
@@ -120,22 +120,39 @@ def read(principal: Principal, query: Query) -> Feed:
     Guarantees: a System-Admin reads every event, a Company-Admin only those about a company
     it administers (either side of a move), silently; a company it may not see is given as
     null wherever the event names it. `last` is the id of the last event returned, or
-    `query.after`. No database transaction is held while waiting."""
+    `query.after`. No database transaction is held while waiting.
+
+    A read that finds no event and may wait (`wait` above 0) holds one of its account's
+    EVENTS_MAX_WAITING slots while it waits (wait_slots.slot), until it returns or raises; with
+    every slot taken it raises TooManyRequests at once instead of waiting. A read with `wait`
+    0, or that finds events at once, takes no slot and is never refused for one."""
     principal.require_events()
     visible = principal.event_companies()
     companies = _narrowed(visible, query.companies)
     deadline = time.monotonic() + query.wait
-    while True:
-        # Before the read: a commit after it wakes the wait below (no wait: not needed).
-        newest = journal.newest() if query.wait else 0
-        rows = select_rows(query.after, query.limit, companies, query.types)
-        if rows or time.monotonic() >= deadline:
-            break
+    # Before the read: a commit after it wakes the wait below (no wait: not needed).
+    newest = journal.newest() if query.wait else 0
+    rows = select_rows(query.after, query.limit, companies, query.types)
+    if not rows and query.wait:
         db.session.rollback()  # end the read's transaction: nothing held while waiting
-        if not _wait_for_commit(newest, deadline):
-            break
+        with wait_slots.slot(principal.account_id):
+            rows = _wait_for_rows(query, companies, newest, deadline)
     values = [shape(row, visible) for row in rows]
     return Feed(values, values[-1]["id"] if values else query.after)
+
+
+def _wait_for_rows(
+    query: Query, companies: CompanyScope, newest: int, deadline: float
+) -> list[Row[Any]]:
+    """The query's rows once a commit after event `newest` brings some, or none at the
+    deadline; no transaction held between looks."""
+    while _wait_for_commit(newest, deadline):
+        newest = journal.newest()
+        rows = select_rows(query.after, query.limit, companies, query.types)
+        if rows:
+            return rows
+        db.session.rollback()
+    return []
 
 
 def _narrowed(visible: CompanyScope, asked: frozenset[str] | None) -> CompanyScope:
