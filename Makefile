@@ -6,18 +6,25 @@ FLASK  := $(VENV)/bin/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
 
-.PHONY: run test test-fast lint format clean bench bench-smoke
+.PHONY: run test test-fast lint format clean bench bench-smoke lock
 
-$(VENV)/.installed-run: pyproject.toml
+# Every dependency is installed from a lock pinning it with its hashes (requirements/*.txt,
+# made by `make lock` from pyproject.toml), then the project itself without dependencies.
+# --no-build-isolation: the build backend comes from the lock too (requirements/build.in).
+define install_locked
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[postgres]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/$(1).txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@$(PY) -m pip check >/dev/null || { $(PY) -m pip check; \
+		echo "requirements/$(1).txt does not match pyproject.toml: run make lock"; exit 1; }
+endef
+
+$(VENV)/.installed-run: pyproject.toml requirements/run.txt
+	$(call install_locked,run)
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres]'
+$(VENV)/.installed-dev: pyproject.toml requirements/dev.txt
+	$(call install_locked,dev)
 	touch $@ $(VENV)/.installed-run
 
 # The development server, and beside it one webhook delivery worker (docs/events.md), which
@@ -46,10 +53,9 @@ test: $(VENV)/.installed-dev
 test-fast: $(VENV)/.installed-dev
 	TEST_DATABASE_URL= $(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
-$(VENV)/.installed-bench: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres,bench]'
+# The development lock holds the bench extra too: one lock for development and CI.
+$(VENV)/.installed-bench: pyproject.toml requirements/dev.txt
+	$(call install_locked,dev)
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed-run
 
 # Every scenario on SQLite (and on PostgreSQL when BENCH_DATABASE_URL is set) as one table of
@@ -77,5 +83,30 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The locks, from pyproject.toml, by a pinned uv in a venv of its own, from PyPI alone: no pip
+# or uv configuration of this machine (local wheel folders, other indexes) takes part. Pins
+# already in a lock are kept unless pyproject.toml's ranges exclude them; to move every pin to
+# the newest release allowed, `make lock LOCK_ARGS=--upgrade`. Resolved for CPython 3.11 on
+# x86_64 Linux (glibc): another platform or Python needs its own lock.
+UV_VERSION := 0.13.8
+LOCK_VENV  := .venv-lock
+LOCK_INDEX := https://pypi.org/simple
+UV_COMPILE  = env -u UV_INDEX -u UV_INDEX_URL -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS \
+	-u UV_CONSTRAINT -u UV_OVERRIDE $(LOCK_VENV)/bin/uv pip compile --no-config --system-certs --quiet \
+	--index-url $(LOCK_INDEX) --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--generate-hashes --custom-compile-command 'make lock' $(LOCK_ARGS) \
+	pyproject.toml requirements/build.in
+
+$(LOCK_VENV)/.uv-$(UV_VERSION):
+	test -x $(LOCK_VENV)/bin/python || $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip --isolated --disable-pip-version-check install --quiet \
+		--index-url $(LOCK_INDEX) uv==$(UV_VERSION)
+	touch $@
+
+lock: $(LOCK_VENV)/.uv-$(UV_VERSION)
+	$(UV_COMPILE) --extra postgres -o requirements/run.txt
+	$(UV_COMPILE) --extra prod -o requirements/prod.txt
+	$(UV_COMPILE) --extra dev --extra postgres --extra bench -o requirements/dev.txt
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache bench.db bench-1x.db bench-2x.db instance-bench
+	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .ruff_cache bench.db bench-1x.db bench-2x.db instance-bench

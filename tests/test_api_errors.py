@@ -7,17 +7,21 @@ nothing changed (`snapshot()` before and after).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from webapp import create_app
+from webapp.database import utcnow, write_transaction
 from webapp.extensions import ProcessCounters, db, limiter
-from webapp.models import Account, ApiToken
+from webapp.models import Account, ApiToken, Company
+from webapp.services import fields
+from webapp.services.events import feed
 from webapp.services.identity import accounts, api_tokens
 
 from .conftest import empty_all_tables
@@ -1238,3 +1242,83 @@ def test_version_answers_without_credentials(client):
 
 def test_healthz_is_200(client):
     assert client.get("/healthz").status_code == 200
+
+
+# --- 400 bad_request: lists over their cap ---------------------------------------------------
+
+# Every body that takes a list of companies (docs/api.md#limits), by name: (method, path, body
+# or query string for a list of n companies).
+COMPANY_LISTS = {
+    "readDDICount": lambda ids: ("POST", "/rest/call/readDDICount", _report(ids)),
+    "readUserCount": lambda ids: ("POST", "/rest/call/readUserCount", _report(ids)),
+    "readDDICount GET": lambda ids: ("GET", "/rest/call/readDDICount", {"company": ids}),
+    "readAdjustments": lambda ids: ("POST", "/rest/call/readAdjustments", _report(ids)),
+    "readEvents": lambda ids: ("POST", "/rest/events/read", {"scope": {"company": ids}}),
+}
+# How each names the list in `fields` (a report's scope members go without 'scope.').
+LIST_FIELD = {"readEvents": "scope.company"}
+
+
+def _report(ids: list[str]) -> dict[str, Any]:
+    return {"type": "cdr", "scope": {"company": ids, "month": 1, "year": 2026}}
+
+
+def _send(world: World, name: str, ids: list[str]):
+    method, path, body = COMPANY_LISTS[name](ids)
+    client, headers = world.factory.client, world.root.headers
+    if method == "GET":
+        return client.get(path, query_string=body, headers=headers)
+    return client.post(path, json=body, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def many_ids() -> list[str]:
+    return [f"co{i:05d}" for i in range(fields.MAX_COMPANIES)]
+
+
+@pytest.fixture
+def many_companies(world: World, many_ids: list[str]) -> World:
+    """`world` with MAX_COMPANIES more companies (so every id of a full list is real and each
+    query carries them all), and January 2026 closed (readAdjustments needs a closed month)."""
+    rows = [{"id": c, "name": c, "created_at": utcnow()} for c in many_ids]
+    with write_transaction() as session:
+        session.execute(insert(Company), rows)
+    r = world.factory.client.post(
+        "/rest/call/closeMonth",
+        json={"type": "cdr", "scope": {"month": 1, "year": 2026}},
+        headers=world.root.headers,
+    )
+    assert r.status_code == 200, r.get_data(as_text=True)
+    return world
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", COMPANY_LISTS)
+def test_a_company_list_of_10000_is_answered_and_10001_is_400(
+    many_companies, many_ids, name, caplog
+):
+    """The cap is the client's mistake on both databases: never a 503, an empty answer or a
+    "database unavailable" line (PostgreSQL takes at most 65,535 parameters a statement)."""
+    caplog.set_level(logging.WARNING)
+    world = many_companies
+    body = assert_success(_send(world, name, many_ids))
+    if name.startswith("read") and "Count" in name:
+        assert len(body["values"]) == fields.MAX_COMPANIES  # every one, zeros included
+    field = LIST_FIELD.get(name, "company")
+    why = f"must hold at most {fields.MAX_COMPANIES:,} items"
+    error = assert_error(_send(world, name, [*many_ids, "acme"]), 400, "bad_request", {field: why})
+    assert "scope.company" in error["message"]
+    assert not [r for r in caplog.records if "database unavailable" in r.getMessage()]
+
+
+def test_an_event_type_list_over_its_cap_is_400(world):
+    types = ["ddi.created"] * (feed.MAX_TYPES + 1)
+    r = world.factory.client.post(
+        "/rest/events/read", json={"scope": {"type": types}}, headers=world.root.headers
+    )
+    why = f"must hold at most {feed.MAX_TYPES:,} items"
+    assert_error(r, 400, "bad_request", {"scope.type": why})
+    r = world.factory.client.post(
+        "/rest/events/read", json={"scope": {"type": types[:-1]}}, headers=world.root.headers
+    )
+    assert_success(r)

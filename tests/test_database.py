@@ -1,12 +1,18 @@
 """webapp/database.py: pooled connections the database server has ended are replaced before a
-request meets them, and insert_rows stores what a Core insert stores."""
+request meets them, insert_rows stores what a Core insert stores, and the SQLite files are
+readable by their owner alone."""
 
 from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Text, cast, create_engine, select, text
 
 from webapp import create_app
+from webapp.database import write_transaction
 from webapp.extensions import db
 
 from .conftest import BACKEND
@@ -77,3 +83,71 @@ def test_insert_rows_stores_what_a_core_insert_stores(app):
     fast = {s[0][1:]: tuple(s[1:]) for s in stored if s[0].startswith("t")}
     core = {s[0][4:]: tuple(s[1:]) for s in stored if s[0].startswith("core")}
     assert fast == core and len(fast) == 2
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+
+
+def test_a_new_instance_folder_and_sqlite_database_are_private(tmp_path, monkeypatch):
+    """They hold password, token and webhook secret hashes: the folder 0700, the database
+    file 0600 and so the -wal and -shm SQLite gives its mode, whatever the umask."""
+    folder = tmp_path / "instance"
+    monkeypatch.setenv("INSTANCE_PATH", str(folder))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    old = os.umask(0o022)  # the usual one, under which SQLite alone would make them 0644
+    try:
+        app = create_app({"SECRET_KEY": "x" * 32})
+        with app.app_context():
+            with write_transaction() as session:  # SQLite opens its -wal and -shm
+                session.execute(text("CREATE TABLE t (x INTEGER)"))
+                session.execute(text("INSERT INTO t VALUES (1)"))
+            with db.engine.connect():  # while one is open, the -wal and -shm stay
+                modes = _modes(folder)
+            db.engine.dispose()
+    finally:
+        os.umask(old)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert modes == {"telephony.db": 0o600, "telephony.db-wal": 0o600, "telephony.db-shm": 0o600}
+
+
+def test_existing_sqlite_files_are_tightened_never_loosened(tmp_path, monkeypatch):
+    """Files and a folder made before (git makes `instance/` 0755, SQLite its files 0644) lose
+    the group's and others' access at start; a file an operator made tighter keeps its mode."""
+    folder = tmp_path / "instance"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    database = folder / "telephony.db"
+    old = os.umask(0o022)
+    try:
+        with sqlite3.connect(database) as conn:  # SQLite's own default modes: 0644
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE t (x INTEGER)")
+            keep = sqlite3.connect(database)  # the -wal and -shm stay while one is open
+            keep.execute("SELECT * FROM t").fetchall()
+    finally:
+        os.umask(old)
+    assert _modes(folder)["telephony.db-wal"] == 0o644
+    database.chmod(0o640)
+    (folder / "telephony.db-shm").chmod(0o400)  # tighter than the app makes it: kept
+    try:
+        monkeypatch.setenv("INSTANCE_PATH", str(folder))
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        create_app({"SECRET_KEY": "x" * 32})
+        assert folder.stat().st_mode & 0o777 == 0o700
+        assert _modes(folder) == {
+            "telephony.db": 0o600,
+            "telephony.db-wal": 0o600,
+            "telephony.db-shm": 0o400,
+        }
+    finally:
+        keep.close()
+
+
+def test_a_missing_sqlite_file_is_not_created_until_the_database_is_opened(tmp_path, monkeypatch):
+    """The app creates the file (0600) where SQLite would, on the first connection: starting
+    alone, or a command that never opens it (`flask db backup` of a missing one), makes none."""
+    monkeypatch.setenv("INSTANCE_PATH", str(tmp_path))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    create_app({"SECRET_KEY": "x" * 32})
+    assert not (tmp_path / "telephony.db").exists()

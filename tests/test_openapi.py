@@ -22,7 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from webapp.services import fields
 from webapp.services.billing import periods
+from webapp.services.events import feed
+from webapp.services.records import crud
 
 FIELD_VALUES = {
     "dialcode": ["44", "1", "1234567", "12345678", "", "4a", 44, None],
@@ -334,6 +337,31 @@ def test_the_query_parameters_state_the_year_bounds(factory, spec):
     assert year["schema"]["maximum"] == today.year
     assert "without a `month` is refused" in get["description"]
     assert "in the future is refused" in year["description"]
+
+
+def test_every_list_a_client_sends_states_its_cap(spec):
+    """docs/api.md#limits: each list in a request body or the query has maxItems, the cap the
+    API enforces (tests/test_api_errors.py holds the API to it)."""
+    caps = {
+        "/rest/call/readDDICount": ("scope", "company", fields.MAX_COMPANIES),
+        "/rest/call/readUserCount": ("scope", "company", fields.MAX_COMPANIES),
+        "/rest/call/readAdjustments": ("scope", "company", fields.MAX_COMPANIES),
+        "/rest/events/read": ("scope", "company", fields.MAX_COMPANIES),
+    }
+    for path, (part, name, cap) in caps.items():
+        member = body_schema(spec, path)["properties"][part]
+        member = member.get("anyOf", [member])[0]["properties"][name]
+        assert member.get("anyOf", [member])[0]["maxItems"] == cap, (path, member)
+    scope = body_schema(spec, "/rest/events/read")["properties"]["scope"]["anyOf"][0]
+    assert scope["properties"]["type"]["maxItems"] == feed.MAX_TYPES
+    get = spec["paths"]["/rest/call/readDDICount"]["get"]
+    company = next(p for p in get["parameters"] if p["name"] == "company")
+    assert company["schema"]["maxItems"] == fields.MAX_COMPANIES
+    create = body_schema(spec, "/rest/ops/create/")
+    batches = [
+        v for s in create["oneOf"] for v in s["properties"]["values"]["anyOf"] if "items" in v
+    ]
+    assert batches and all(b["maxItems"] == crud.MAX_BATCH for b in batches)
 
 
 # --- /rest/docs ---------------------------------------------------------------------------

@@ -113,3 +113,17 @@ def test_instance_folder_is_created_private(monkeypatch, tmp_path):
     monkeypatch.setenv("INSTANCE_PATH", str(tmp_path / "file" / "instance"))
     with pytest.raises(ConfigError, match=r"^INSTANCE_PATH: cannot create .*file/instance"):
         webapp.instance_folder()
+
+
+@pytest.mark.parametrize(("mode", "tightened"), [(0o755, 0o700), (0o775, 0o700), (0o500, 0o500)])
+def test_an_existing_instance_folder_is_tightened_never_loosened(
+    monkeypatch, tmp_path, mode, tightened
+):
+    """A git checkout creates `instance/` 0755: the app takes the group's and others' access
+    away at start, and leaves a folder an operator made tighter as it is."""
+    folder = tmp_path / "instance"
+    folder.mkdir()
+    folder.chmod(mode)
+    monkeypatch.setenv("INSTANCE_PATH", str(folder))
+    assert webapp.instance_folder() == folder
+    assert folder.stat().st_mode & 0o777 == tightened

@@ -22,7 +22,12 @@ from .config import (
     engine_options,
     serving_warnings,
 )
-from .database import check_database_exists, configure_engine
+from .database import (
+    check_database_exists,
+    configure_engine,
+    make_private,
+    private_sqlite_files,
+)
 from .extensions import csrf, db, limiter, login_manager, migrate
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -56,7 +61,9 @@ def default_instance_path() -> Path:
 
 def instance_folder() -> Path:
     """INSTANCE_PATH, else default_instance_path(); created (private to the user) if missing,
-    as a first run from an installed wheel finds it: ConfigError when it cannot be."""
+    as a first run from an installed wheel finds it: ConfigError when it cannot be. An
+    existing one open to the group or others (a git checkout makes `instance/` 0755) is
+    tightened to the user alone: it holds the SQLite database and the secret key."""
     path = Path(os.environ.get("INSTANCE_PATH") or default_instance_path())
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -65,6 +72,7 @@ def instance_folder() -> Path:
             f"INSTANCE_PATH: cannot create {path} ({exc.strerror}); "
             "set it to a directory the app may write to"
         ) from None
+    make_private(path)
     return path
 
 
@@ -129,6 +137,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.after_request(keep_own_retry_after)
     limiter.init_app(app)
     with app.app_context():
+        private_sqlite_files(db.engine)  # before anything opens the database
         configure_engine(db.engine)
         # Log format and level, request ids and the access line, /metrics when configured.
         observability.init_app(app, db.engine)

@@ -9,11 +9,15 @@ the rows they change with SELECT ... FOR UPDATE, which SQLite simply omits.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import select
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, ColumnElement, Table, any_, bindparam, event, text
@@ -29,6 +33,43 @@ from .extensions import db
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
 RETRYABLE_SQLSTATES = {"40P01", "40001", "55P03"}  # 55P03: a lock_timeout ran out
+
+
+def make_private(path: Path | str) -> None:
+    """Take the group's and others' permissions off `path` if it has any (0755 becomes 0700,
+    0644 becomes 0600); never adds one, so a mode an operator made tighter stays. A path that
+    is missing, or that this user may not change (another owner's), is left as it is: the
+    app does not refuse to start over a folder an operator set up."""
+    with contextlib.suppress(FileNotFoundError, PermissionError):
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077:
+            os.chmod(path, mode & ~0o077)
+
+
+def sqlite_file(engine: Engine) -> str | None:
+    """The SQLite database file's path; None for PostgreSQL, in memory or a `file:` URI."""
+    path = engine.url.database
+    if engine.dialect.name != "sqlite" or not path or path == ":memory:":
+        return None
+    return None if path.startswith("file:") else path
+
+
+def private_sqlite_files(engine: Engine) -> None:
+    """SQLite: the database file and its `-wal` and `-shm`, if there, made readable by this
+    user alone (they hold password, token and webhook secret hashes), with make_private. A
+    new file is created 0600 by configure_engine's connect hook."""
+    if path := sqlite_file(engine):
+        for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            make_private(name)
+
+
+def _create_private(path: str) -> None:
+    """Create the SQLite file `path`, empty (an empty database to SQLite), with mode 0600 if
+    it is missing: SQLite's own default is 0644, and it gives the `-wal` and `-shm` it creates
+    later the main file's mode."""
+    # There already; or its folder is missing or closed, which SQLite then reports.
+    with contextlib.suppress(FileExistsError, FileNotFoundError, PermissionError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def check_database_exists(engine: Engine) -> None:
@@ -69,6 +110,14 @@ def configure_engine(engine: Engine) -> None:
         return
     if engine.dialect.name != "sqlite":
         return
+
+    if path := sqlite_file(engine):
+
+        @event.listens_for(engine, "do_connect")
+        def _before_connect(_dialect, _record, _args, _kwargs):
+            # On each new connection, as SQLite would create the file then and not before:
+            # a command that never opens the database (a backup of a missing one) finds none.
+            _create_private(path)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised on connect

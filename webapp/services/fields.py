@@ -30,6 +30,11 @@ FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "username": (re.compile(r"[a-z0-9._@-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ - @"),
 }
 MAX_DIALCODE, MAX_NUMBER, MAX_DDI_DIGITS = 7, 15, 17
+# The most company identifiers one request may list (a report's or the event feed's
+# `scope.company`): ten times the largest provider's companies, and well within the bind
+# parameters one statement may carry (PostgreSQL's 65,535), so a longer list is the client's
+# mistake (400), never an outage (503).
+MAX_COMPANIES = 10_000
 # A calendar day as YYYY-MM-DD (date.fromisoformat alone also takes other ISO forms).
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # Request objects refuse unknown members and convert nothing.
@@ -74,6 +79,8 @@ if TYPE_CHECKING:
     CompanyId = str
 else:
     CompanyId = TYPES["company"]
+# A list of company identifiers in a request: at most MAX_COMPANIES (maxItems in the schema).
+CompanyList = Annotated[list[CompanyId], Field(max_length=MAX_COMPANIES)]
 
 
 def _split(k: int) -> dict[str, Any]:
@@ -175,6 +182,8 @@ def check(adapter: TypeAdapter[Any], data: Any) -> tuple[Any, list[tuple[Where, 
         kind, where = error["type"], error["loc"]
         if kind == "string_pattern_mismatch":
             why = FORMATS[next(str(k) for k in reversed(where) if isinstance(k, str))][1]
+        elif kind == "too_long":  # a list's max_length
+            why = f"must hold at most {error['ctx']['max_length']:,} items"
         elif kind == "literal_error":
             why = "must be one of " + ", ".join(re.findall(r"'([^']*)'", error["ctx"]["expected"]))
         else:

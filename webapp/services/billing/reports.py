@@ -43,7 +43,7 @@ from ...errors import Invalid
 from ...extensions import db
 from ...models import Company, HistoryInterval
 from ...observability.metrics import REPORT_SECONDS, timed, timed_report
-from ..fields import STRICT, Bounded, CompanyId, validated
+from ..fields import MAX_COMPANIES, STRICT, Bounded, CompanyList, validated
 from . import _rollup_sums, closed_figures, periods, rollups
 
 ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
@@ -65,10 +65,10 @@ YEAR_NEEDS_MONTH = "A `year` without a `month` is refused (400)."
 @with_config(STRICT)
 class ReportScope(TypedDict, total=False):
     company: Annotated[
-        list[CompanyId] | None,
+        CompanyList | None,
         Field(
-            description="The companies (default: every company the caller may see); unknown "
-            "or invisible ones are left out."
+            description=f"The companies, at most {MAX_COMPANIES:,} (default: every company the "
+            "caller may see); unknown or invisible ones are left out."
         ),
     ]
     month: Annotated[int, MONTH] | None

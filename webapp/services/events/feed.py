@@ -19,7 +19,7 @@ from ...access import CompanyScope, Principal, redact, within
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Event, EventTxn
-from ..fields import STRICT, Bounded, CompanyId, validated
+from ..fields import STRICT, Bounded, CompanyList, validated
 from . import journal, wait_slots
 from .journal import TYPES
 
@@ -27,6 +27,8 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_WAIT = 30
 MAX_ID = 2**63 - 1  # the largest id the database holds (BIGINT): a larger `after` is refused
+# Event types one read may list: every type many times over (a longer list is a 400).
+MAX_TYPES = 100
 POLL_SECONDS = 0.2  # how often a waiting read looks for a new commit
 AFTER = Bounded(0, MAX_ID, 0, why=f"must be from 0 to {MAX_ID}")
 LIMIT = Bounded(1, MAX_LIMIT, DEFAULT_LIMIT, why=f"must be from 1 to {MAX_LIMIT}")
@@ -44,8 +46,8 @@ EventType = TypeAliasType(
 class EventScope(TypedDict, total=False):
     """Only the events of these companies and types."""
 
-    company: list[CompanyId]
-    type: list[EventType]
+    company: CompanyList
+    type: Annotated[list[EventType], Field(max_length=MAX_TYPES)]
 
 
 @with_config(STRICT)
