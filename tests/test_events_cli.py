@@ -64,9 +64,14 @@ def test_create_prints_the_secret_once_and_list_never_shows_it(companies, flask)
     assert secret.startswith("whsec_") and secret == secret.strip() and " " not in secret
     assert secret not in "\n".join(lines[:-1])
     [hook] = hooks()
-    assert (hook.url, hook.secret, hook.event_types, hook.companies) == (
+    assert (
+        hook.url,
+        webhooks.signing_secrets(hook, utcnow()),
+        hook.event_types,
+        hook.companies,
+    ) == (
         URL,
-        secret,
+        [secret],
         "ddi.created",
         ACME,
     )

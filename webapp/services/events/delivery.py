@@ -28,7 +28,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -45,7 +45,7 @@ from ...errors import is_outage
 from ...extensions import db
 from ...models import Webhook, WebhookAttempt, WebhookRedelivery
 from ...observability.metrics import WEBHOOK_ATTEMPTS
-from . import feed, webhooks
+from . import feed, sealing, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ SAVE_EVERY = 1.0  # seconds: the longest a worker delivers before saving its pro
 IDLE_POLL = 0.2  # seconds between looks for new events when there is nothing to do
 KEEP_ATTEMPTS = 200  # attempts kept per webhook besides the failed ones (the page shows 20)
 LOCK_KEY = 0x5EB  # advisory lock class on PostgreSQL: (LOCK_KEY, webhook id)
+# The reason an attempt stores when the webhook's secret cannot be decrypted (no POST is made).
+SECRET_UNREADABLE = "secret unreadable: no configured key decrypts it; rotate the secret"  # noqa: S105
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -180,7 +182,9 @@ class Sender:
             timeout=urllib3.Timeout(total=timeout),
         )
 
-    def send(self, url: str, secret: str, event: dict[str, Any]) -> Answer:
+    def send(self, url: str, secrets: Sequence[str], event: dict[str, Any]) -> Answer:
+        """POST `event`, signed with each of `secrets` (newest first): Standard Webhooks puts
+        the signatures in one header, separated by spaces, and a receiver accepts any."""
         body = json.dumps(event, separators=(",", ":"))
         message_id = f"evt_{event['id']}"
         now = datetime.now(UTC)  # the signer takes an instant in UTC
@@ -189,7 +193,7 @@ class Sender:
             "user-agent": self.user_agent,
             "webhook-id": message_id,
             "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": Signer(secret).sign(message_id, now, body),
+            "webhook-signature": " ".join(Signer(s).sign(message_id, now, body) for s in secrets),
         }
         started = time.monotonic()
         try:
@@ -386,7 +390,13 @@ class Worker:
         event_id = item.event["id"]
         if hook.head_event != event_id:
             hook.head_event, hook.head_attempts = event_id, 0
-        answer = self.sender.send(hook.url, hook.secret, item.event)
+        try:
+            secrets = webhooks.signing_secrets(hook, self.clock())
+        except sealing.Unreadable:  # a failed attempt, retried as any other: never a crash
+            log.warning("webhook %s: %s", hook.id, SECRET_UNREADABLE)
+            answer = Answer(None, 0, SECRET_UNREADABLE)
+        else:
+            answer = self.sender.send(hook.url, secrets, item.event)
         now = self.clock()
         self.attempts += 1
         if answer.delivered:
