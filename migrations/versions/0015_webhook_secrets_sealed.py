@@ -46,6 +46,12 @@ def _box() -> MultiFernet:
 
 
 def upgrade():
+    connection = op.get_bind()
+    if connection.dialect.name == "sqlite":
+        # The rebuilt table and the UPDATEs free pages that held the clear secrets; SQLite
+        # keeps freed pages as they were (and `db backup` copies them) unless told to zero
+        # them. PostgreSQL's dead rows never reach pg_dump's output.
+        connection.exec_driver_sql("PRAGMA secure_delete = ON")
     with op.batch_alter_table("webhooks") as batch:
         batch.alter_column(
             "secret",
@@ -57,7 +63,6 @@ def upgrade():
         batch.add_column(sa.Column("previous_secret_sealed", sa.Text(), nullable=True))
         batch.add_column(sa.Column("previous_secret_until", sa.DateTime(), nullable=True))
     webhooks = sa.table("webhooks", sa.column("id", sa.Integer()), sa.column("secret_sealed"))
-    connection = op.get_bind()
     rows = connection.execute(sa.select(webhooks.c.id, webhooks.c.secret_sealed)).all()
     box = _box() if rows else None
     for webhook_id, secret in rows:
