@@ -240,7 +240,9 @@ def flask(app, tmp_path):
         **os.environ,
         "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
         "INSTANCE_PATH": str(tmp_path / "instance"),
-        "SECRET_KEY": "cli-test-secret-key-not-secret",
+        # The app's: a deployment's commands and server share it (webhook secrets are
+        # sealed with a key derived from it).
+        "SECRET_KEY": app.config["SECRET_KEY"],
     }
     root = Path(__file__).resolve().parent.parent
 

@@ -77,6 +77,7 @@ PAGES: dict[str, str] = {
     "webhooks":                  "/admin/webhooks",
     "webhook page":              "/admin/webhooks/{webhook}",
     "delete webhook":            "/admin/webhooks/{webhook}/delete",
+    "rotate webhook secret":     "/admin/webhooks/{webhook}/rotate-secret",
     "audit log":                 "/audit",
     "audit log, filtered":       f"/audit?company={ACME}",
     "error page (404)":          "/no-such-page",

@@ -464,6 +464,28 @@ def test_pg_dump_and_pg_restore_reproduce_the_reports_exactly(
         assert "No new upgrade operations detected" in checked.stdout + checked.stderr
 
 
+@needs_sqlite
+def test_a_backup_holds_no_webhook_secret_in_clear(app, flask, tmp_path):
+    """The webhooks' signing secrets, current and rotated out, are in the backup only sealed:
+    neither `whsec_` nor any secret's key material appears in the file."""
+    from webapp.services.events import webhooks
+
+    operator = Principal.cli("test")
+    hook, first = webhooks.create(operator, "http://127.0.0.1:9/a")
+    _, second = webhooks.rotate_secret(operator, hook.id)  # `first` now the previous one
+    _, other = webhooks.create(operator, "http://127.0.0.1:9/b")
+    target = tmp_path / "backup.db"
+    done = flask("db", "backup", str(target))
+    assert done.returncode == 0, done.stderr
+    data = target.read_bytes()
+    assert b"whsec_" not in data
+    for secret in (first, second, other):
+        assert secret.removeprefix("whsec_").encode() not in data
+    with sqlite3.connect(target) as copy:
+        rows = copy.execute("SELECT secret_sealed, previous_secret_sealed FROM webhooks").fetchall()
+    assert len(rows) == 2 and all(sealed for sealed, _ in rows)
+
+
 @needs_postgresql
 def test_db_backup_runs_pg_dump_into_a_restorable_archive(app, world, flask, tmp_path, test_config):
     """On PostgreSQL `db backup` runs the documented pg_dump itself (temporary file, then the

@@ -18,6 +18,7 @@ from .conftest import PG_URL
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "k" * 32
+FERNET_KEY = "m" * 43 + "="  # 32 bytes in URL-safe base64: a well-formed Fernet key
 
 BAD = [
     ("DATABASE_URL", "::nonsense", "not a database URL"),
@@ -47,6 +48,9 @@ BAD = [
     ("EVENTS_MAX_WAITING", "65", "not between 1 and 64"),
     ("EVENTS_MAX_WAITING", "two", "not a whole number"),
     ("EVENTS_MAX_WAITING", "", "not a whole number"),
+    ("WEBHOOK_SECRET_KEYS", "not-a-fernet-key", "entry 1 is not a Fernet key"),
+    ("WEBHOOK_SECRET_KEYS", f"{FERNET_KEY}, short", "entry 2 is not a Fernet key"),
+    ("WEBHOOK_SECRET_KEYS", f"{FERNET_KEY},{FERNET_KEY}", "a key is listed twice"),
 ]
 
 
@@ -80,16 +84,26 @@ def test_checked_values_are_parsed(app):
             "EVENTS_RETENTION_DAYS": "30",
             "EVENTS_MAX_WAITING": " 5 ",
             "REPORT_TIMEZONE": " Europe/Paris ",
+            "WEBHOOK_SECRET_KEYS": f" {FERNET_KEY} ,, {FERNET_KEY[:-2]}E= ",
         }
     )
     config = created.config
     assert config["EVENTS_MAX_WAITING"] == 5
     assert create_app({"SECRET_KEY": KEY}).config["EVENTS_MAX_WAITING"] == 2  # the default
+    assert config["WEBHOOK_SECRET_KEYS"] == (FERNET_KEY, FERNET_KEY[:-2] + "E=")
     assert config["HTTPS"] is True and config["TRUSTED_PROXY_COUNT"] == 2
     assert config["EVENTS_RETENTION_DAYS"] == 30 and config["REPORT_TIMEZONE"] == "Europe/Paris"
     # What HTTPS implies follows it, whichever source set it.
     assert config["SESSION_COOKIE_SECURE"] and config["WTF_CSRF_SSL_STRICT"]
     assert config["PREFERRED_URL_SCHEME"] == "https"
+
+
+def test_a_bad_webhook_secret_key_is_never_repeated_in_the_message():
+    secret_looking = "s3cr3t-key-material-that-is-not-a-fernet-key"
+    with pytest.raises(ConfigError) as raised:
+        create_app({"SECRET_KEY": KEY, "WEBHOOK_SECRET_KEYS": f"{FERNET_KEY},{secret_looking}"})
+    assert "entry 2" in str(raised.value)
+    assert secret_looking not in str(raised.value) and FERNET_KEY not in str(raised.value)
 
 
 def test_instance_config_py_is_read(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -788,3 +788,141 @@ def test_delivery_saves_its_progress_while_writers_commit(app, receiver, run):
     assert total > 100
     assert receiver.ids() == list(range(1, total + 1))  # exactly once: no save was lost
     assert {a.outcome for a in attempts(hook_id)} == {"delivered"}
+
+
+# --- signing secrets: rotation, and a secret no key opens -------------------------------------
+
+
+def signatures(request: Request) -> list[str]:
+    return request.headers["webhook-signature"].split(" ")
+
+
+def accepts(secret: str, request: Request) -> bool:
+    """Whether a receiver verifying with `secret` (the Standard Webhooks library) accepts it."""
+    try:
+        Verifier(secret).verify(request.body, request.headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+def test_a_rotated_secret_signs_beside_the_new_one_for_24_hours(app, receiver, run):
+    hook_id, old = new_hook(receiver.url("/h"))
+    make_ddis("2079000001")
+    run.drain()
+    [first] = receiver.seen()
+    assert len(signatures(first)) == 1 and accepts(old, first)
+
+    hook, new = webhooks.rotate_secret(OPERATOR, hook_id)
+    assert new != old and new.startswith("whsec_")
+    assert hook.previous_secret_until is not None
+    rotated_at = hook.previous_secret_until - webhooks.PREVIOUS_SECRET_LIFE
+    assert abs((rotated_at - utcnow()).total_seconds()) < 60
+    # During the 24 h: both sign, the new one first; a receiver with either accepts.
+    run.clock.to(hook.previous_secret_until - timedelta(seconds=1))
+    make_ddis("2079000002")
+    run.drain()
+    during = receiver.seen()[-1]
+    assert during.event_id == 2
+    now = datetime.fromtimestamp(int(during.headers["webhook-timestamp"]), UTC)
+    assert signatures(during) == [
+        Verifier(s).sign(during.headers["webhook-id"], now, during.body.decode())
+        for s in (new, old)
+    ]
+    assert accepts(new, during) and accepts(old, during)
+    assert not accepts(webhooks.new_secret(), during)
+
+    # From the end of the 24 h on, only the new one.
+    run.clock.to(hook.previous_secret_until)
+    make_ddis("2079000003")
+    run.drain()
+    after = receiver.seen()[-1]
+    assert after.event_id == 3 and len(signatures(after)) == 1
+    assert accepts(new, after) and not accepts(old, after)
+    assert [a.outcome for a in attempts(hook_id)] == ["delivered"] * 3
+
+    # The expired secret stays unused until `events prune` clears it off the disk.
+    assert hook_row(hook_id).previous_secret_sealed is not None
+    assert webhooks.drop_expired_secrets(utcnow()) == 0  # not yet expired by the real clock
+    assert webhooks.drop_expired_secrets(run.clock.now) == 1
+    row = hook_row(hook_id)
+    assert (row.previous_secret_sealed, row.previous_secret_until) == (None, None)
+    assert webhooks.signing_secrets(row, run.clock.now) == [new]
+
+
+def test_rotating_again_within_24_hours_drops_the_oldest_at_once(app, receiver, run):
+    hook_id, first = new_hook(receiver.url("/h"))
+    _, second = webhooks.rotate_secret(OPERATOR, hook_id)
+    _, third = webhooks.rotate_secret(OPERATOR, hook_id)
+    assert len({first, second, third}) == 3
+    assert webhooks.signing_secrets(hook_row(hook_id), run.clock.now) == [third, second]
+    make_ddis("2079100001")
+    run.drain()
+    [request] = receiver.seen()
+    assert accepts(third, request) and accepts(second, request)
+    assert not accepts(first, request)
+
+
+def test_rotation_is_audited_without_the_secret_and_refused_to_others(world, receiver):
+    from webapp.access import Principal
+    from webapp.errors import Forbidden, NotFound
+    from webapp.models import Account, AuditEntry
+
+    hook_id, old = new_hook(receiver.url("/h"))
+    before = hook_row(hook_id).secret_sealed
+    for username in ("cadmin", "summary", "reporter", "nobody"):
+        account = db.session.scalars(select(Account).where(Account.username == username)).one()
+        with pytest.raises(Forbidden):
+            webhooks.rotate_secret(Principal.from_account(account, "api"), hook_id)
+    with pytest.raises(NotFound, match=f"There is no webhook {hook_id + 1}."):
+        webhooks.rotate_secret(OPERATOR, hook_id + 1)
+    db.session.rollback()
+    assert hook_row(hook_id).secret_sealed == before
+    assert (
+        db.session.scalars(
+            select(AuditEntry).where(AuditEntry.action == "webhook.rotate-secret")
+        ).all()
+        == []
+    )
+
+    _, new = webhooks.rotate_secret(OPERATOR, hook_id)
+    db.session.rollback()
+    [entry] = db.session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "webhook.rotate-secret")
+    ).all()
+    assert (entry.actor, entry.target) == (OPERATOR.username, f"webhook {hook_id}")
+    assert "previous secret also signs until" in entry.detail
+    stored = repr((entry.before, entry.after, entry.detail))
+    for secret in (old, new):
+        assert secret not in stored and secret.removeprefix("whsec_") not in stored
+    assert "whsec_" not in stored
+
+
+def test_a_secret_no_key_opens_is_a_failed_attempt_until_rotated(app, receiver, run, caplog):
+    from cryptography.fernet import Fernet
+
+    from webapp.database import write_transaction
+
+    hook_id, _ = new_hook(receiver.url("/h"))
+    foreign = Fernet(Fernet.generate_key()).encrypt(webhooks.new_secret().encode()).decode()
+    with write_transaction() as session:  # as if SECRET_KEY had changed since
+        session.get(Webhook, hook_id).secret_sealed = foreign
+    make_ddis("2079200001")
+    assert run.worker.run_once() is True  # no exception: the worker goes on
+    assert receiver.seen() == []  # nothing is sent unsigned or signed with a guess
+    [attempt] = attempts(hook_id)
+    assert (attempt.status, attempt.outcome) == (None, "retry")
+    assert attempt.error == delivery.SECRET_UNREADABLE
+    assert attempt.error.startswith("secret unreadable")
+    assert f"webhook {hook_id}: secret unreadable" in caplog.text
+    hook = hook_row(hook_id)
+    assert hook.head_attempts == 1 and hook.next_attempt_at is not None
+
+    # Rotating drops the unreadable secret (it cannot sign) and the queue goes on.
+    rotated, new = webhooks.rotate_secret(OPERATOR, hook_id)
+    assert (rotated.previous_secret_sealed, rotated.previous_secret_until) == (None, None)
+    run.clock.to(hook.next_attempt_at)
+    run.drain()
+    [request] = receiver.seen()
+    assert request.event_id == 1 and len(signatures(request)) == 1 and accepts(new, request)
+    assert [a.outcome for a in attempts(hook_id)] == ["retry", "delivered"]

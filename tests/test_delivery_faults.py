@@ -47,7 +47,9 @@ class Workers:
             **os.environ,
             "DATABASE_URL": url,
             "INSTANCE_PATH": str(tmp_path / "instance"),
-            "SECRET_KEY": "cli-test-secret-key-not-secret",
+            # The app's: the webhook secrets the test made are sealed with a key derived
+            # from it, as a deployment's worker and server share it.
+            "SECRET_KEY": app.config["SECRET_KEY"],
             "WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8",  # where the receivers listen
         }
         self.tmp_path = tmp_path

@@ -68,7 +68,7 @@ def get(url: str) -> int:
 
 
 @pytest.fixture
-def process_env(migrated, tmp_path) -> dict[str, str]:
+def process_env(migrated, test_config, tmp_path) -> dict[str, str]:
     """The environment a Procfile runner gives its processes: the venv's commands first on
     PATH, the test's own database, an instance folder of the test's own."""
     # gunicorn.conf.py makes a metrics directory under /dev/shm unless given one, and only a
@@ -80,7 +80,8 @@ def process_env(migrated, tmp_path) -> dict[str, str]:
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "DATABASE_URL": migrated,
         "INSTANCE_PATH": str(tmp_path / "instance"),
-        "SECRET_KEY": "deploy-test-secret-key-0123456789",
+        # The test app's: the webhook secrets it made are sealed with a key derived from it.
+        "SECRET_KEY": test_config["SECRET_KEY"],
         "PROMETHEUS_MULTIPROC_DIR": str(metrics),
         "WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8",  # where the test's receiver listens
     }

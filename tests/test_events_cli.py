@@ -9,15 +9,21 @@ import subprocess
 from datetime import timedelta
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import func, select, update
+from standardwebhooks.webhooks import Webhook as Verifier
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import AuditEntry, Event, EventTxn, Webhook
-from webapp.services.events import feed, webhooks
+from webapp.services.events import delivery, feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
+from .test_delivery import Clock, running_receiver
+
+receiver = pytest.fixture(running_receiver, name="receiver")
 
 pytestmark = [
     pytest.mark.slow,  # every test runs `flask` in a subprocess
@@ -67,9 +73,14 @@ def test_create_prints_the_secret_once_and_list_never_shows_it(companies, flask)
     assert secret.startswith("whsec_") and secret == secret.strip() and " " not in secret
     assert secret not in "\n".join(lines[:-1])
     [hook] = hooks()
-    assert (hook.url, hook.secret, hook.event_types, hook.companies) == (
+    assert (
+        hook.url,
+        webhooks.signing_secrets(hook, utcnow()),
+        hook.event_types,
+        hook.companies,
+    ) == (
         URL,
-        secret,
+        [secret],
         "ddi.created",
         ACME,
     )
@@ -114,6 +125,82 @@ def test_delete_a_webhook_and_an_unknown_one(companies, flask):
     assert_one_line_error(flask("webhooks", "delete", str(gone)), str(gone))
     assert [h.id for h in hooks()] == [kept]
     assert audited("webhook.delete") == 1
+
+
+def test_rotate_secret_prints_the_new_one_once_and_both_sign_for_24_hours(
+    companies, flask, receiver
+):
+    """Through the command line and a real delivery: the receiver verifying with the new
+    secret or the old one accepts during the 24 h, only with the new one after."""
+    hook, old = webhooks.create(Principal.cli(), receiver.url("/h"))
+    rotated = flask("webhooks", "rotate-secret", str(hook.id))
+    assert rotated.returncode == 0, rotated.stderr
+    assert rotated.stderr == ""
+    lines = rotated.stdout.strip().splitlines()
+    new = lines[-1]
+    assert new.startswith("whsec_") and new != old and " " not in new
+    assert lines[0].startswith(f"Rotated the secret of webhook {hook.id}; the previous one")
+    assert "also signs until" in lines[0] and lines[0].endswith("New secret (shown once):")
+    assert new not in "\n".join(lines[:-1]) and old not in rotated.stdout
+
+    db.session.rollback()
+    row = db.session.get(Webhook, hook.id)
+    until = row.previous_secret_until
+    assert until is not None and until.strftime("%Y-%m-%d %H:%M:%S UTC") in lines[0]
+    clock = Clock(until - timedelta(seconds=1))
+    worker = delivery.Worker(db.engine, clock=clock)
+    try:
+        companies.ddi("44", "1", ACME)
+        worker.run_once()
+        clock.to(until)
+        companies.ddi("44", "2", ACME)
+        worker.run_once()
+    finally:
+        worker.locks.close()
+    during, after = receiver.seen()
+    for secret in (new, old):
+        assert Verifier(secret).verify(during.body, during.headers)["id"] == 1
+    assert Verifier(new).verify(after.body, after.headers)["id"] == 2
+    with pytest.raises(WebhookVerificationError):
+        Verifier(old).verify(after.body, after.headers)
+
+    assert audited("webhook.rotate-secret") == 1
+    db.session.rollback()
+    logged = db.session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "webhook.rotate-secret")
+    ).one()
+    assert logged.actor.startswith("cli:") and logged.target == f"webhook {hook.id}"
+    assert "whsec_" not in repr((logged.before, logged.after, logged.detail))
+    listed = flask("webhooks", "list")
+    assert listed.returncode == 0 and "whsec_" not in listed.stdout + listed.stderr
+    assert new not in listed.stdout and old not in listed.stdout
+
+
+def test_rotate_secret_of_an_unknown_webhook_is_one_line(companies, flask):
+    hook, _ = webhooks.create(Principal.cli(), URL)
+    db.session.rollback()
+    before = db.session.get(Webhook, hook.id).secret_sealed
+    assert_one_line_error(
+        flask("webhooks", "rotate-secret", str(hook.id + 1)), f"There is no webhook {hook.id + 1}."
+    )
+    assert_one_line_error(flask("webhooks", "rotate-secret", "abc"), "abc")
+    db.session.rollback()
+    assert db.session.get(Webhook, hook.id).secret_sealed == before
+    assert audited("webhook.rotate-secret") == 0
+
+
+def test_rekey_names_the_webhooks_no_key_opens(companies, flask):
+    readable, secret = webhooks.create(Principal.cli(), URL)
+    lost, _ = webhooks.create(Principal.cli(), URL + "2")
+    foreign = Fernet(Fernet.generate_key()).encrypt(b"whsec_x").decode()
+    with write_transaction() as session:
+        session.get(Webhook, lost.id).secret_sealed = foreign
+    done = flask("webhooks", "rekey")
+    assert done.stdout.strip() == "Re-encrypted the secrets of 1 webhooks with the first key."
+    assert_one_line_error(done, f"webhooks {lost.id}:", "rotate")
+    db.session.rollback()
+    assert db.session.get(Webhook, lost.id).secret_sealed == foreign
+    assert webhooks.signing_secrets(db.session.get(Webhook, readable.id), utcnow()) == [secret]
 
 
 def age(days: int, first_ids: list[int]) -> None:

@@ -138,3 +138,69 @@ def test_downgrade_then_upgrade_round_trips_and_db_check_sees_no_drift(tmp_path,
                 diff = compare_metadata(MigrationContext.configure(conn), db.metadata)
             db.engine.dispose()
         assert diff == []
+
+
+@pytest.mark.slow
+def test_0015_encrypts_clear_secrets_in_place_and_downgrade_decrypts_them(tmp_path):
+    """A webhook with a clear secret (as 0014 stored it): `db upgrade` seals it, in place, so
+    the app signs with the same secret and a SQLite backup holds it nowhere (nor its freed
+    pages); `db downgrade` gives it back in clear; up again, sealed again."""
+    from sqlalchemy import create_engine, text
+
+    from webapp import create_app
+    from webapp.services.events import webhooks
+
+    from .conftest import PG_URL
+    from .databases import postgres_database
+    from .test_backup import SECRET, run_cli
+
+    clear = webhooks.new_secret()
+    instance = tmp_path / "instance"
+    with contextlib.ExitStack() as stack:
+        if PG_URL:
+            url = stack.enter_context(postgres_database(PG_URL, "telephony_secrets"))
+        else:
+            url = f"sqlite:///{tmp_path / 'scratch.db'}"
+
+        def flask(*args: str) -> subprocess.CompletedProcess:
+            done = run_cli(url, *args, instance=instance)
+            assert done.returncode == 0, (args, done.stderr)
+            return done
+
+        def sql(statement: str, **values: str) -> list[tuple]:
+            engine = create_engine(url)
+            try:
+                with engine.begin() as conn:
+                    result = conn.execute(text(statement), values)
+                    return [tuple(r) for r in result] if result.returns_rows else []
+            finally:
+                engine.dispose()
+
+        flask("db", "upgrade", "0014")
+        sql(
+            "INSERT INTO webhooks (id, url, secret, created_at, created_by, cursor, "
+            "head_attempts) VALUES (7, 'http://127.0.0.1:9/h', :secret, "
+            "'2026-11-01 00:00:00', 'test', 0, 0)",
+            secret=clear,
+        )
+        flask("db", "upgrade")
+        [(sealed, previous)] = sql("SELECT secret_sealed, previous_secret_sealed FROM webhooks")
+        assert "whsec_" not in sealed and previous is None
+        app = create_app({"SECRET_KEY": SECRET, "SQLALCHEMY_DATABASE_URI": url})
+        with app.app_context():
+            hook = db.session.get(webhooks.Webhook, 7)
+            assert webhooks.signing_secrets(hook, webhooks.utcnow()) == [clear]
+            db.session.remove()
+            db.engine.dispose()
+        if not PG_URL:
+            target = tmp_path / "backup.db"
+            flask("db", "backup", str(target))
+            data = target.read_bytes()
+            assert b"whsec_" not in data
+            assert clear.removeprefix("whsec_").encode() not in data
+
+        flask("db", "downgrade", "0014")
+        assert sql("SELECT id, secret FROM webhooks") == [(7, clear)]
+        flask("db", "upgrade")
+        [(again,)] = sql("SELECT secret_sealed FROM webhooks")
+        assert "whsec_" not in again and again != sealed  # sealed anew: a fresh IV

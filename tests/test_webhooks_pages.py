@@ -1,5 +1,5 @@
 """The webhook pages (docs/pages.md#webhooks): /admin/webhooks, a webhook's page, redeliver,
-delete.
+rotate the signing secret, delete.
 
 System-Admin only (every other account gets the 403 page and no navigation link; signed out:
 the sign-in page), the list's delivery state, a webhook created through the form (its secret
@@ -59,7 +59,8 @@ def stored() -> dict[str, Any]:
     db.session.rollback()
     state = {
         "webhooks": sorted(
-            (h.id, h.url, h.event_types, h.companies) for h in db.session.scalars(select(Webhook))
+            (h.id, h.url, h.event_types, h.companies, h.secret_sealed, h.previous_secret_sealed)
+            for h in db.session.scalars(select(Webhook))
         ),
         "redeliveries": sorted(
             db.session.execute(
@@ -107,6 +108,7 @@ def test_only_a_system_admin_opens_the_pages(world, hook):
         "/admin/webhooks": "Webhooks",
         f"/admin/webhooks/{hook}": f"Webhook {hook}",
         f"/admin/webhooks/{hook}/delete": f"Delete webhook {hook}?",
+        f"/admin/webhooks/{hook}/rotate-secret": f"Rotate the signing secret of webhook {hook}?",
     }
     for path, title in pages.items():
         response = world.browser("root").get(path)
@@ -134,9 +136,11 @@ def test_posts_from_other_accounts_are_refused_and_change_nothing(world, hook):
             ("/admin/webhooks", {"url": "not a url"}),  # 403 before the form is read
             (f"/admin/webhooks/{hook}/redeliver/{event}", {}),
             (f"/admin/webhooks/{hook}/delete", {}),
+            (f"/admin/webhooks/{hook}/rotate-secret", {}),
         ):
             response = post(browser, path, data)
             assert response.status_code == 403, (username, path)
+            assert "whsec_" not in response.get_data(as_text=True)
             assert h1(response) == "Not allowed (403)"
     assert stored() == before
 
@@ -223,7 +227,7 @@ def test_create_shows_the_secret_once(world):
         "acme,initech",
     )
     secret = text(response, "#secret")
-    assert secret == hook.secret and secret.startswith("whsec_")
+    assert webhooks.signing_secrets(hook, utcnow()) == [secret] and secret.startswith("whsec_")
     assert "Copy it now: it will not be shown again." in text(response, "#new-secret")
     assert f"Webhook {hook.id} created" in text(response, "#flashes")
     assert h1(response) == "Webhooks"
@@ -405,6 +409,50 @@ def test_delete_after_a_confirmation(world, hook):
     assert browser.get(f"/admin/webhooks/{hook}").status_code == 404
 
 
+def test_rotate_the_secret_after_a_confirmation_shows_the_new_one_once(world, hook):
+    """The button on the webhook's page, a confirmation, then the page with the new secret,
+    once; both secrets sign for 24 h (the worker's path: test_delivery.py), then the new one."""
+    db.session.rollback()
+    old_sealed = db.session.get(Webhook, hook).secret_sealed
+    browser = world.browser("root")
+    page = browser.get(f"/admin/webhooks/{hook}")
+    assert text(page, "#signing").startswith("one secret")
+    link = soup(page).select_one(f"a[href='/admin/webhooks/{hook}/rotate-secret']")
+    assert link is not None and link.get_text(strip=True) == "Rotate secret…"
+    confirm = browser.get(link["href"])
+    assert "24 hours" in text(confirm, "main") and URL in text(confirm, "main")
+    form = soup(confirm).select_one("main form[method=post]")
+    assert form["action"] == f"/admin/webhooks/{hook}/rotate-secret"
+    assert form.select_one("input[name=csrf_token]") is not None
+    db.session.rollback()
+    assert db.session.get(Webhook, hook).secret_sealed == old_sealed  # the GET changed nothing
+
+    response = post(browser, form["action"])
+    assert response.status_code == 200
+    assert "no-store" in response.headers["Cache-Control"]
+    assert h1(response) == f"Webhook {hook}"
+    secret = text(response, "#secret")
+    assert secret.startswith("whsec_")
+    assert "Copy it now: it will not be shown again." in text(response, "#new-secret")
+    assert f"webhook {hook} was rotated" in text(response, "#flashes")
+    db.session.rollback()
+    row = db.session.get(Webhook, hook)
+    until = row.previous_secret_until
+    assert until is not None
+    assert webhooks.signing_secrets(row, until - timedelta(seconds=1))[0] == secret
+    assert len(webhooks.signing_secrets(row, until - timedelta(seconds=1))) == 2
+    assert webhooks.signing_secrets(row, until) == [secret]
+    assert "the previous secret also signs until" in text(response, "#signing")
+    with browser.session_transaction() as session:
+        assert secret not in repr(dict(session))
+    for later in (browser.get("/admin/webhooks"), browser.get(f"/admin/webhooks/{hook}")):
+        html = later.get_data(as_text=True)
+        assert secret not in html and "whsec_" not in html
+    [entry] = audits("webhook.rotate-secret")
+    assert (entry.actor, entry.via, entry.target) == ("root", "ui", f"webhook {hook}")
+    assert "whsec_" not in repr((entry.before, entry.after, entry.detail))
+
+
 def test_an_unknown_webhook_is_the_404_page(world, hook):
     browser = world.browser("root")
     before = stored()
@@ -413,6 +461,8 @@ def test_an_unknown_webhook_is_the_404_page(world, hook):
         browser.get(f"/admin/webhooks/{hook + 1}/delete"),
         post(browser, f"/admin/webhooks/{hook + 1}/delete"),
         post(browser, f"/admin/webhooks/{hook + 1}/redeliver/1"),
+        browser.get(f"/admin/webhooks/{hook + 1}/rotate-secret"),
+        post(browser, f"/admin/webhooks/{hook + 1}/rotate-secret"),
     ):
         assert response.status_code == 404
         assert h1(response) == "Not found (404)"
@@ -433,6 +483,7 @@ def test_posts_without_the_csrf_token_change_nothing(world, hook):
         ("/admin/webhooks", {"url": "https://other.example.com/"}),
         (f"/admin/webhooks/{hook}/redeliver/{event}", {}),
         (f"/admin/webhooks/{hook}/delete", {}),
+        (f"/admin/webhooks/{hook}/rotate-secret", {}),
     ):
         response = post(browser, path, data, csrf=False)
         assert response.status_code == 400, path
@@ -472,6 +523,8 @@ def test_inputs_are_labelled_and_there_is_no_inline_script_or_style(world, hook)
         bad,
         browser.get(f"/admin/webhooks/{hook}"),
         browser.get(f"/admin/webhooks/{hook}/delete"),
+        browser.get(f"/admin/webhooks/{hook}/rotate-secret"),
+        post(browser, f"/admin/webhooks/{hook}/rotate-secret"),
     ):
         page = soup(response)
         for control in page.select("main input, main select, main textarea"):

@@ -189,6 +189,28 @@ def parse_max_waiting(value: object) -> int:
     return int_between(1, MAX_WAITING_READS)(value)
 
 
+def parse_fernet_keys(value: object) -> tuple[str, ...] | None:
+    """WEBHOOK_SECRET_KEYS: Fernet keys, comma-separated (or a list in instance/config.py),
+    newest first; empty: none (the key derived from SECRET_KEY alone). The message never
+    repeats a key: it names the entry by its place."""
+    from cryptography.fernet import Fernet
+
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    keys = [str(item).strip() for item in items if str(item).strip()]
+    for place, key in enumerate(keys, 1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ValueError(
+                f"entry {place} is not a Fernet key (32 bytes in URL-safe base64; generate one "
+                "with `python3 -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'`)"
+            ) from None
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key is listed twice")
+    return tuple(keys) or None
+
+
 def parse_retention(value: object) -> int:
     """Days of change events to keep (EVENTS_RETENTION_DAYS, `flask events prune --days`)."""
     return int_between(1, 36500)(value)
@@ -249,6 +271,9 @@ SETTINGS: tuple[Setting, ...] = (
     # DATABASE_URL's default depends on the instance folder: see default_config.
     Setting("DATABASE_URL", "SQLALCHEMY_DATABASE_URI", None, parse_database_url),
     Setting("SECRET_KEY", "SECRET_KEY", None, parse_secret_key),
+    # The keys webhook signing secrets are sealed with (services/events/sealing.py), newest
+    # first; the key derived from SECRET_KEY is always tried last.
+    Setting("WEBHOOK_SECRET_KEYS", "WEBHOOK_SECRET_KEYS", None, parse_fernet_keys),
     Setting("REPORT_TIMEZONE", "REPORT_TIMEZONE", "UTC", parse_timezone),
     Setting("RATELIMIT_STORAGE_URI", "RATELIMIT_STORAGE_URI", "memory://", parse_storage_uri),
     Setting("API_RATE_LIMIT", "API_RATE_LIMIT", "600 per minute", parse_rate_limit),

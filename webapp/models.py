@@ -517,14 +517,17 @@ class Webhook(Model):
     match `event_types` and `companies` (comma lists; NULL: all) are still to deliver, in order.
     `head_event`, `head_attempts` and `next_attempt_at`: the retry state of the next event to
     deliver (a queued redelivery first, else the first matching event after `cursor`).
-    `secret`: the signing key ('whsec_…'), kept because every delivery is signed with it;
-    shown once at creation."""
+    `secret_sealed`: the signing secret ('whsec_…', shown once at creation or rotation),
+    encrypted (services/events/sealing.py): every delivery is signed with it, so it is kept,
+    but never in clear. `previous_secret_sealed`: the secret a rotation replaced, which signs
+    too until `previous_secret_until` (then it is ignored, and cleared by the next rotation or
+    `flask events prune`)."""
 
     __tablename__ = "webhooks"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     url: Mapped[str] = mapped_column(String(2000))
-    secret: Mapped[str] = mapped_column(String(100))
+    secret_sealed: Mapped[str] = mapped_column(Text)
     event_types: Mapped[str | None] = mapped_column(Text)
     companies: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -533,6 +536,8 @@ class Webhook(Model):
     head_event: Mapped[int | None] = mapped_column(BigInteger)
     head_attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
+    previous_secret_sealed: Mapped[str | None] = mapped_column(Text)
+    previous_secret_until: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class WebhookAttempt(Model):

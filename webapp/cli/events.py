@@ -69,6 +69,40 @@ def webhooks_delete(webhook_id: int) -> None:
     click.echo(f"Deleted webhook {webhook_id}.")
 
 
+@webhooks_cli.command("rotate-secret")
+@click.argument("webhook_id", type=int)
+@friendly
+def webhooks_rotate_secret(webhook_id: int) -> None:
+    """Give a webhook a new signing secret, printed alone on the last line, once; the old one
+    also signs for 24 h."""
+    from ..services.events import webhooks
+
+    hook, secret = webhooks.rotate_secret(operator(), webhook_id)
+    if hook.previous_secret_until is not None:
+        until = hook.previous_secret_until.strftime("%Y-%m-%d %H:%M:%S UTC")
+        also = f"the previous one also signs until {until}"
+    else:
+        also = "the previous one could not be decrypted and is dropped"
+    click.echo(f"Rotated the secret of webhook {hook.id}; {also}. New secret (shown once):")
+    click.echo(secret)
+
+
+@webhooks_cli.command("rekey")
+@friendly
+def webhooks_rekey() -> None:
+    """Encrypt every webhook secret again with the first key (WEBHOOK_SECRET_KEYS)."""
+    from ..services.events import webhooks
+
+    done, unreadable = webhooks.rekey(operator())
+    click.echo(f"Re-encrypted the secrets of {done} webhooks with the first key.")
+    if unreadable:
+        listed = ", ".join(str(i) for i in unreadable)
+        raise click.ClickException(
+            f"No configured key decrypts the secret of webhooks {listed}: rotate them "
+            "(flask webhooks rotate-secret ID)."
+        )
+
+
 @events_cli.command("deliver")
 @click.option("--once", is_flag=True, help="Deliver what is due now, then exit.")
 @click.option(
@@ -116,9 +150,11 @@ def events_deliver(once: bool, concurrency: int, metrics_port: int, metrics_addr
 @click.option("--days", default=None, help="Keep this many days (default EVENTS_RETENTION_DAYS).")
 @friendly
 def events_prune(days: str | None) -> None:
-    """Delete the change events, and webhook attempts, older than the retention."""
-    from ..services.events import journal
+    """Delete the change events, and webhook attempts, older than the retention (and the
+    webhook secrets rotated out more than 24 h ago)."""
+    from ..services.events import journal, webhooks
 
     kept = journal.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
     deleted = journal.prune(kept)
+    webhooks.drop_expired_secrets()  # rotated out more than 24 h ago: off the disk
     click.echo(f"Deleted {deleted} events older than {kept} days.")

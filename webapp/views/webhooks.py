@@ -1,10 +1,10 @@
-"""Webhook pages (System-Admin): /admin/webhooks, a webhook's page, redeliver, delete
-(docs/pages.md#webhooks, docs/events.md#webhooks).
+"""Webhook pages (System-Admin): /admin/webhooks, a webhook's page, redeliver, rotate the
+signing secret, delete (docs/pages.md#webhooks, docs/events.md#webhooks).
 
 Every rule (who may, what is a valid URL, event type or company, what may be redelivered) is
 services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret
-is shown once, in the answer to the POST that created the webhook (never in a flash cookie, never
-on a later page), marked not to be cached.
+is shown once, in the answer to the POST that created the webhook or rotated its secret (never in
+a flash cookie, never on a later page), marked not to be cached.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from wtforms.widgets import CheckboxInput, ListWidget
 
 from ..access import Principal
+from ..database import utcnow
 from ..errors import ServiceError
 from ..models import Webhook, WebhookAttempt
 from ..security import NO_STORE
@@ -158,7 +159,11 @@ def index() -> ResponseReturnValue:
 
 
 def _page(
-    me: Principal, webhook_id: int, error: str | None = None, status: int = 200
+    me: Principal,
+    webhook_id: int,
+    error: str | None = None,
+    status: int = 200,
+    secret: str | None = None,
 ) -> ResponseReturnValue:
     hook = webhooks.get(me, webhook_id)
     html = render_template(
@@ -167,8 +172,10 @@ def _page(
         error=error,
         when=when,
         outcomes=OUTCOMES,
+        secret=secret,
+        now=utcnow(),
     )
-    return html, status
+    return html, status, NO_STORE
 
 
 @bp.get("/<int:webhook_id>", endpoint="page")
@@ -192,6 +199,28 @@ def redeliver(webhook_id: int, event_id: int) -> ResponseReturnValue:
         return _page(me, webhook_id, exc.message, exc.status)
     flash(f"Event {event_id} is queued for redelivery.", "success")
     return redirect(url_for("webhooks.page", webhook_id=webhook_id, _anchor="failed-head"))
+
+
+@bp.route("/<int:webhook_id>/rotate-secret", methods=["GET", "POST"], endpoint="rotate_secret")
+@login_required
+def rotate_secret(webhook_id: int) -> ResponseReturnValue:
+    """GET: what rotating does, and the button; POST: rotate, and the webhook's page with the
+    new secret, shown this once."""
+    me = _admin()
+    hook = webhooks.get(me, webhook_id)  # 404 for an unknown webhook
+    form = ConfirmForm()
+    if form.validate_on_submit():
+        _, secret = webhooks.rotate_secret(me, webhook_id)
+        flash(f"The signing secret of webhook {webhook_id} was rotated.", "success")
+        return _page(me, webhook_id, secret=secret)
+    status = 400 if form.is_submitted() else 200
+    html = render_template(
+        "webhooks/rotate.html",
+        hook=hook,
+        form=form,
+        hours=int(webhooks.PREVIOUS_SECRET_LIFE.total_seconds() // 3600),
+    )
+    return html, status
 
 
 @bp.route("/<int:webhook_id>/delete", methods=["GET", "POST"], endpoint="delete")

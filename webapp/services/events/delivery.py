@@ -43,7 +43,7 @@ import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -63,7 +63,7 @@ from ...errors import is_outage
 from ...extensions import db
 from ...models import Webhook, WebhookAttempt, WebhookRedelivery
 from ...observability.metrics import WEBHOOK_ATTEMPTS
-from . import feed, targets, webhooks
+from . import feed, sealing, targets, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ MAX_CONCURRENCY = 12
 # Connections kept per address: several webhooks on one receiver are served at once by the
 # worker's threads, each on a connection of its own.
 PER_ADDRESS = MAX_CONCURRENCY
+# The reason an attempt stores when the webhook's secret cannot be decrypted (no POST is made).
+SECRET_UNREADABLE = "secret unreadable: no configured key decrypts it; rotate the secret"  # noqa: S105
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -259,7 +261,9 @@ class Sender:
         self._pools: OrderedDict[tuple[str, str, str, int], HTTPConnectionPool] = OrderedDict()
         self._pools_lock = threading.Lock()
 
-    def send(self, url: str, secret: str, event: dict[str, Any]) -> Answer:
+    def send(self, url: str, secrets: Sequence[str], event: dict[str, Any]) -> Answer:
+        """POST `event`, signed with each of `secrets` (newest first): Standard Webhooks puts
+        the signatures in one header, separated by spaces, and a receiver accepts any."""
         body = json.dumps(event, separators=(",", ":"))
         message_id = f"evt_{event['id']}"
         now = datetime.now(UTC)  # the signer takes an instant in UTC
@@ -268,7 +272,7 @@ class Sender:
             "user-agent": self.user_agent,
             "webhook-id": message_id,
             "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": Signer(secret).sign(message_id, now, body),
+            "webhook-signature": " ".join(Signer(s).sign(message_id, now, body) for s in secrets),
         }
         started = time.monotonic()
         try:
@@ -639,7 +643,13 @@ class Worker:
         event_id = item.event["id"]
         if hook.head_event != event_id:
             hook.head_event, hook.head_attempts = event_id, 0
-        answer = self.sender.send(hook.url, hook.secret, item.event)
+        try:
+            secrets = webhooks.signing_secrets(hook, self.clock())
+        except sealing.Unreadable:  # a failed attempt, retried as any other: never a crash
+            log.warning("webhook %s: %s", hook.id, SECRET_UNREADABLE)
+            answer = Answer(None, 0, SECRET_UNREADABLE)
+        else:
+            answer = self.sender.send(hook.url, secrets, item.event)
         now = self.clock()
         with self._counts:
             self.attempts += 1

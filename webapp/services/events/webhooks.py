@@ -1,7 +1,9 @@
 """Webhooks: who receives the change events (docs/events.md#webhooks). System-Admin only.
 
-Creating, deleting and redelivering are audited like account changes. The delivery itself is
-services/events/delivery.py.
+Creating, deleting, redelivering and rotating the signing secret are audited like account
+changes. The delivery itself is services/events/delivery.py; the secrets are kept sealed
+(services/events/sealing.py), and a rotation keeps the replaced one signing for
+`PREVIOUS_SECRET_LIFE` (docs/events.md#signing-secrets).
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ...access import Principal
@@ -24,7 +27,7 @@ from ...extensions import db
 from ...models import Company, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
 from ..fields import check_format
 from ..history import audit
-from . import targets
+from . import sealing, targets
 from .journal import TYPES
 from .journal import newest as newest_event
 
@@ -32,6 +35,7 @@ MAX_URL = 2000
 RECENT_ATTEMPTS = 20
 SECRET_BYTES = 32
 MAX_COMPANIES = 1000  # a webhook's company filter; more would be every company anyway
+PREVIOUS_SECRET_LIFE = timedelta(hours=24)  # a rotated-out secret signs too for this long
 
 
 def parse_url(value: Any, allow: Iterable[targets.Network] | None = None) -> str:
@@ -139,7 +143,7 @@ def create(
         last = newest_event()
         hook = Webhook(
             url=url,
-            secret=secret,
+            secret_sealed=sealing.seal(secret),
             event_types=_listed(types),
             companies=_listed(chosen),
             created_at=utcnow(),
@@ -151,6 +155,92 @@ def create(
         session.flush()
         _audit(principal, "webhook.create", hook, after=describe(hook))
     return hook, secret
+
+
+def signing_secrets(hook: Webhook, now: datetime) -> list[str]:
+    """The secrets a delivery at `now` is signed with, newest first: the current one, and the
+    one a rotation replaced while `now` is before its end. Raises sealing.Unreadable if the
+    current one cannot be decrypted (the delivery fails with that reason); a previous one
+    that cannot be is left out."""
+    secrets_ = [sealing.unseal(hook.secret_sealed)]
+    until = hook.previous_secret_until
+    if hook.previous_secret_sealed and until is not None and now < until:
+        with suppress(sealing.Unreadable):
+            secrets_.append(sealing.unseal(hook.previous_secret_sealed))
+    return secrets_
+
+
+def rotate_secret(principal: Principal, webhook_id: int) -> tuple[Webhook, str]:
+    """Give a webhook a new signing secret; return the webhook and the secret (the only time
+    it is shown).
+
+    Guarantees: System-Admin only (Forbidden); NotFound if there is no such webhook, and
+    nothing is written. From the commit on, deliveries are signed with the new secret first
+    and, for PREVIOUS_SECRET_LIFE, with the one it replaces too, so the receiver can change
+    over without losing a delivery. Rotating again within that time keeps only the secret in
+    force then as the previous one (with a new 24 h): the one before it stops signing at once.
+    A current secret that cannot be decrypted is not kept. Audited as webhook.rotate-secret,
+    never with a secret."""
+    principal.require_system_admin("manage webhooks")
+    with write_transaction() as session:
+        hook = session.get(Webhook, webhook_id, with_for_update=True)
+        if hook is None:
+            raise NotFound(f"There is no webhook {webhook_id}.")
+        now = utcnow()
+        secret = new_secret()
+        try:
+            previous: str | None = sealing.reseal(hook.secret_sealed)
+        except sealing.Unreadable:
+            previous = None
+        hook.previous_secret_sealed = previous
+        hook.previous_secret_until = now + PREVIOUS_SECRET_LIFE if previous else None
+        hook.secret_sealed = sealing.seal(secret)
+        if hook.previous_secret_until is not None:
+            until = hook.previous_secret_until.strftime("%Y-%m-%d %H:%M:%S")
+            detail = f"the previous secret also signs until {until} UTC"
+        else:
+            detail = "the previous secret could not be decrypted: dropped"
+        _audit(principal, "webhook.rotate-secret", hook, detail=detail)
+    return hook, secret
+
+
+def rekey(principal: Principal) -> tuple[int, list[int]]:
+    """Seal every webhook's secrets again with the first configured key (after a key was added
+    to WEBHOOK_SECRET_KEYS); return how many webhooks were re-sealed and the ids of those whose
+    current secret no key opens (left as they are: rotate them). A previous secret that
+    cannot be opened is dropped. System-Admin only; one transaction."""
+    principal.require_system_admin("manage webhooks")
+    done, unreadable = 0, []
+    with write_transaction() as session:
+        for hook in session.scalars(select(Webhook).order_by(Webhook.id).with_for_update()):
+            try:
+                hook.secret_sealed = sealing.reseal(hook.secret_sealed)
+            except sealing.Unreadable:
+                unreadable.append(hook.id)
+                continue
+            if hook.previous_secret_sealed:
+                try:
+                    hook.previous_secret_sealed = sealing.reseal(hook.previous_secret_sealed)
+                except sealing.Unreadable:
+                    hook.previous_secret_sealed, hook.previous_secret_until = None, None
+            done += 1
+    return done, unreadable
+
+
+def drop_expired_secrets(now: datetime | None = None) -> int:
+    """Clear the rotated-out secrets whose 24 h are over (they no longer sign: this only takes
+    them off the disk); return how many. `flask events prune` runs it."""
+    with write_transaction() as session:
+        result = session.execute(
+            update(Webhook)
+            .where(
+                Webhook.previous_secret_sealed.is_not(None),
+                Webhook.previous_secret_until <= (now or utcnow()),
+            )
+            .values(previous_secret_sealed=None, previous_secret_until=None)
+            .execution_options(synchronize_session=False)
+        )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def describe(hook: Webhook) -> dict[str, Any]:
