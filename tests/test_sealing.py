@@ -17,6 +17,7 @@ from webapp.services.events import sealing, webhooks
 from .factories import OPERATOR
 
 URL = "http://127.0.0.1:9/hook"
+pytestmark = pytest.mark.usefixtures("allow_loopback_webhooks")
 
 
 def stored(hook_id: int) -> Webhook:

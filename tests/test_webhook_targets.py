@@ -246,22 +246,24 @@ def test_failures_are_stored_as_categories_never_as_error_text(world, app, recei
     secret = webhooks.new_secret()
 
     receiver.script = lambda _request: 503  # an answer: its status, no category
-    answer = sender.send(receiver.url("/h"), secret, event)
+    answer = sender.send(receiver.url("/h"), [secret], event)
     assert (answer.status, answer.error, answer.delivered) == (503, None, False)
     receiver.script = lambda _request: (200, 2.0)  # slower than the sender's 0.5 s
-    assert sender.send(receiver.url("/slow"), secret, event).error == "timeout"
+    assert sender.send(receiver.url("/slow"), [secret], event).error == "timeout"
     # TLS spoken to a plain HTTP server.
-    assert sender.send(f"https://127.0.0.1:{receiver.port}/h", secret, event).error == "TLS error"
+    assert sender.send(f"https://127.0.0.1:{receiver.port}/h", [secret], event).error == "TLS error"
     with served(_Silent) as port:  # PostgreSQL's port, as the audit saw it: RemoteDisconnected
-        assert sender.send(f"http://127.0.0.1:{port}/", secret, event).error == "connection failed"
+        assert (
+            sender.send(f"http://127.0.0.1:{port}/", [secret], event).error == "connection failed"
+        )
     receiver.down()
-    assert sender.send(receiver.url("/h"), secret, event).error == "connection refused"
+    assert sender.send(receiver.url("/h"), [secret], event).error == "connection refused"
     for url, category in (
         ("http://169.254.169.254/latest/meta-data/", "address not allowed"),
         ("http://user:pw@127.0.0.1:9/", "address not allowed"),
         ("http://no-such-host.invalid/", "name not resolved"),
     ):
-        answer = sender.send(url, secret, event)
+        answer = sender.send(url, [secret], event)
         assert (answer.status, answer.error) == (None, category), url
 
 
@@ -343,15 +345,15 @@ def test_https_verifies_the_urls_name_on_the_checked_address(app, tmp_path):
     event = {"id": 7}
     try:
         trusted = delivery.Sender(allow=loopback, ca_certs=str(cert))
-        answer = trusted.send(f"https://localhost:{port}/h", webhooks.new_secret(), event)
+        answer = trusted.send(f"https://localhost:{port}/h", [webhooks.new_secret()], event)
         assert (answer.status, answer.error) == (204, None)
         assert _Ok.hosts == [f"localhost:{port}"]
         # The same server by its address: the certificate does not name 127.0.0.1.
-        by_address = trusted.send(f"https://127.0.0.1:{port}/h", webhooks.new_secret(), event)
+        by_address = trusted.send(f"https://127.0.0.1:{port}/h", [webhooks.new_secret()], event)
         assert by_address.error == "TLS error"
         # A CA that did not sign it.
         stranger = delivery.Sender(allow=loopback, ca_certs=str(other))
-        refused = stranger.send(f"https://localhost:{port}/h", webhooks.new_secret(), event)
+        refused = stranger.send(f"https://localhost:{port}/h", [webhooks.new_secret()], event)
         assert refused.error == "TLS error"
     finally:
         server.shutdown()
@@ -466,8 +468,8 @@ def test_a_connection_is_kept_only_when_its_answer_was_read_to_the_end(app):
     with served(_Sized) as port:
         base = f"http://127.0.0.1:{port}"
         for path in ("/small", "/small", "/huge"):
-            assert sender.send(base + path, secret, {"id": 1}).delivered, path
+            assert sender.send(base + path, [secret], {"id": 1}).delivered, path
         assert len(_Sized.connections) == 1  # one kept-alive connection so far
         for path in ("/small", "/small"):
-            assert sender.send(base + path, secret, {"id": 2}).delivered, path
+            assert sender.send(base + path, [secret], {"id": 2}).delivered, path
         assert len(_Sized.connections) == 2  # a new one after the cut, kept again
