@@ -59,7 +59,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -700,10 +700,46 @@ def _wait_for(receiver: Receiver, numbers: set[str], seconds: float) -> dict[str
         time.sleep(0.2)
 
 
-def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings) -> list[Result]:
+@contextlib.contextmanager
+def _timed_creates(setup: Setup) -> Iterator[Callable[[str], float]]:
+    """A function creating one DDI through the API and answering when its commit returned (the
+    request's last commit), for the latency rows; the commit listener is removed on leaving."""
     from sqlalchemy import event as sa_event
     from sqlalchemy.orm import Session
 
+    client = setup.app.test_client()
+    committed: list[float] = []
+
+    def on_commit(_session: Session) -> None:
+        committed.append(time.time())
+
+    def create(number: str) -> float:
+        committed.clear()
+        value = {"dialcode": DIALCODE, "number": number, "virt_exten": "100"}
+        body = {"type": "ddi", "values": [{**value, "company": BATCH_COMPANY}]}
+        assert _post(client, setup.sysadmin, "/rest/ops/create", body)["numrows"] == 1
+        return committed[-1]
+
+    sa_event.listen(Session, "after_commit", on_commit)
+    try:
+        yield create
+    finally:
+        sa_event.remove(Session, "after_commit", on_commit)
+
+
+def _paced(create: Callable[[str], float], numbers: list[str], rate: float) -> dict[str, float]:
+    """Create `numbers` at `rate` a second; each one's commit time."""
+    commits: dict[str, float] = {}
+    started = time.monotonic()
+    for i, number in enumerate(numbers):
+        pause = started + i / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        commits[number] = create(number)
+    return commits
+
+
+def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings) -> list[Result]:
     from webapp.extensions import db
     from webapp.services.events import delivery as delivery_service
     from webapp.services.events import webhooks
@@ -714,24 +750,13 @@ def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings)
         hook, _ = webhooks.create(setup.operator, receiver.url)
         hook_id = hook.id
         db.session.remove()
-    committed: list[float] = []
-
-    def on_commit(_session: Session) -> None:
-        committed.append(time.time())
-
-    def create(number: str) -> float:
-        """One DDI through the API; when its commit returned (the request's last commit)."""
-        committed.clear()
-        value = {"dialcode": DIALCODE, "number": number, "virt_exten": "100"}
-        body = {"type": "ddi", "values": [{**value, "company": BATCH_COMPANY}]}
-        assert _post(client, setup.sysadmin, "/rest/ops/create", body)["numrows"] == 1
-        return committed[-1]
-
-    sa_event.listen(Session, "after_commit", on_commit)
-    commits: dict[str, float] = {}
     total = int(s.rate * s.seconds)
     try:
-        with tempfile.TemporaryDirectory() as folder, _worker_process(url, Path(folder) / "w.log"):
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            _worker_process(url, Path(folder) / "w.log"),
+            _timed_creates(setup) as create,
+        ):
             receiver.reset()
             warm = "800000000"  # the worker is up once this one has arrived
             create(warm)
@@ -740,16 +765,9 @@ def latency(label: str, setup: Setup, receiver: Receiver, url: str, s: Settings)
                 f"the worker delivered nothing in 60 s: {(Path(folder) / 'w.log').read_text()}"
             )
             receiver.reset()
-            started = time.monotonic()
-            for i in range(total):
-                pause = started + i / s.rate - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
-                number = f"81{i:08d}"
-                commits[number] = create(number)
+            commits = _paced(create, [f"81{i:08d}" for i in range(total)], s.rate)
             arrived = _wait_for(receiver, set(commits), 30)
     finally:
-        sa_event.remove(Session, "after_commit", on_commit)
         with setup.app.app_context():
             webhooks.delete_webhook(setup.operator, hook_id)
             db.session.remove()
@@ -778,9 +796,6 @@ def beside_slow(
     commit-to-delivery p95 over every (webhook, event), first with those webhooks alone (the
     reference), then with one more webhook answering each POST in SLOW_ANSWER seconds, its
     backlog growing all the while. Target: 2 s, whatever the slow one does."""
-    from sqlalchemy import event as sa_event
-    from sqlalchemy.orm import Session
-
     from webapp.extensions import db
     from webapp.services.events import webhooks
 
@@ -792,29 +807,11 @@ def beside_slow(
         for path in paths:
             webhooks.create(setup.operator, base + path)
         db.session.remove()
-    committed: list[float] = []
 
-    def on_commit(_session: Session) -> None:
-        committed.append(time.time())
-
-    def create(number: str) -> float:
-        committed.clear()
-        value = {"dialcode": DIALCODE, "number": number, "virt_exten": "100"}
-        body = {"type": "ddi", "values": [{**value, "company": BATCH_COMPANY}]}
-        assert _post(client, setup.sysadmin, "/rest/ops/create", body)["numrows"] == 1
-        return committed[-1]
-
-    def waits(prefix: str, count: int) -> list[float]:
+    def waits(create: Callable[[str], float], prefix: str, count: int) -> list[float]:
         """`count` creates at s.rate a second; each (webhook, event)'s wait in ms."""
         receiver.reset()
-        commits: dict[str, float] = {}
-        started = time.monotonic()
-        for i in range(count):
-            pause = started + i / s.rate - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            number = f"{prefix}{i:07d}"
-            commits[number] = create(number)
+        commits = _paced(create, [f"{prefix}{i:07d}" for i in range(count)], s.rate)
         first = _routed_arrivals(receiver, set(commits), len(paths), 30)
         assert len(first) == len(commits) * len(paths), (
             f"{len(commits) * len(paths) - len(first)} deliveries never arrived"
@@ -822,22 +819,24 @@ def beside_slow(
         return [(at - commits[number]) * 1000 for (_, number), at in first.items()]
 
     count = int(s.rate * s.beside_slow_seconds)
-    sa_event.listen(Session, "after_commit", on_commit)
     try:
-        with tempfile.TemporaryDirectory() as folder, _worker_process(url, Path(folder) / "w.log"):
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            _worker_process(url, Path(folder) / "w.log"),
+            _timed_creates(setup) as create,
+        ):
             create("830000000")  # the worker is up once this one has arrived everywhere
             up = _routed_arrivals(receiver, {"830000000"}, len(paths), 60)
             assert len(up) == len(paths), (
                 f"the worker delivered {len(up)} of {len(paths)} in 60 s: "
                 f"{(Path(folder) / 'w.log').read_text()}"
             )
-            alone = waits("831", count)
+            alone = waits(create, "831", count)
             with setup.app.app_context():
                 webhooks.create(setup.operator, f"{base}/slow/0")
                 db.session.remove()
-            beside = waits("832", count)
+            beside = waits(create, "832", count)
     finally:
-        sa_event.remove(Session, "after_commit", on_commit)
         with setup.app.app_context():
             _drop_webhooks(setup)
         _delete_created(client, setup.sysadmin)

@@ -73,8 +73,8 @@ def server_env(database_url: str, instance: Path, **settings: str) -> dict[str, 
         DATABASE_URL=database_url,
         INSTANCE_PATH=str(instance),
         SECRET_KEY="gunicorn-test-secret-key-not-secret",
-        **settings,
     )
+    env.update(settings)  # a test's own, SECRET_KEY included
     return env
 
 

@@ -465,6 +465,7 @@ def test_pg_dump_and_pg_restore_reproduce_the_reports_exactly(
 
 
 @needs_sqlite
+@pytest.mark.usefixtures("allow_loopback_webhooks")
 def test_a_backup_holds_no_webhook_secret_in_clear(app, flask, tmp_path):
     """The webhooks' signing secrets, current and rotated out, are in the backup only sealed:
     neither `whsec_` nor any secret's key material appears in the file."""

@@ -262,6 +262,8 @@ def test_the_delivery_worker_writes_the_same_lines(app, factory, tmp_path):
         LOG_FORMAT="json",
         LOG_LEVEL="DEBUG",
         WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8",
+        # The app's: the webhook's secret is sealed with a key derived from it.
+        SECRET_KEY=app.config["SECRET_KEY"],
     )
     db.session.rollback()
     result = subprocess.run(
