@@ -863,6 +863,38 @@ def test_rotating_again_within_24_hours_drops_the_oldest_at_once(app, receiver, 
     assert not accepts(first, request)
 
 
+def test_a_rotation_reaches_a_delivery_under_way(app, world, receiver):
+    """A worker catching up on a backlog signs each POST with the secrets as they are at that
+    moment: the events after a rotation carry the new secret, not the one read at the start."""
+    hook_id, old = new_hook(receiver.url("/h"))
+    first_arrived, go_on = threading.Event(), threading.Event()
+
+    def script(request: Request) -> int:
+        if request.event_id == 1:
+            first_arrived.set()
+            go_on.wait(10)
+        return 200
+
+    receiver.script = script
+    make_ddis("2079200001", "2079200002")
+
+    def deliver() -> None:
+        with app.app_context():
+            delivery.Worker(db.engine).run(once=True)
+
+    worker = threading.Thread(target=deliver)
+    worker.start()
+    try:
+        assert first_arrived.wait(10)
+        _, new = webhooks.rotate_secret(OPERATOR, hook_id)  # while event 1 is being answered
+    finally:
+        go_on.set()
+        worker.join(30)
+    first, second = receiver.seen()
+    assert accepts(old, first) and not accepts(new, first)
+    assert accepts(new, second) and accepts(old, second)  # both, for the next 24 h
+
+
 def test_rotation_is_audited_without_the_secret_and_refused_to_others(world, receiver):
     from webapp.access import Principal
     from webapp.errors import Forbidden, NotFound

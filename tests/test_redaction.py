@@ -23,6 +23,7 @@ from webapp.access import Principal, redact
 from webapp.errors import ServiceError
 from webapp.extensions import db
 from webapp.services.events import delivery, feed, journal, webhooks
+from webapp.services.history import audit
 from webapp.services.records import crud, ddis, kinds
 
 from .factories import OPERATOR
@@ -257,3 +258,32 @@ def test_a_webhook_with_a_company_filter_receives_what_that_companys_admin_reads
     db.session.rollback()
     read = feed.read(reader, feed.Query(after=event["id"] - 1, limit=1))
     assert read.values == [event]
+
+
+def test_the_audit_filters_do_not_find_a_move_by_the_company_it_went_to(app, factory, readers):
+    """A filter naming a company the reader may not see finds nothing, though the move
+    filed under it is about the reader's company too: finding it would say where it went."""
+    _, browsers = readers
+    crud.create(
+        OPERATOR, kinds.PHONE_USER, {"username": "ana", "virt_exten": "7", "company": "zqa"}
+    )
+    crud.update(
+        OPERATOR, kinds.PHONE_USER, {"company": "zqa", "username": "ana"}, {"company": "zqb"}
+    )
+    db.session.rollback()
+    mine = Principal(username="r", via="ui", admin_of=frozenset({"zqa"}))
+    moved = {"user.update"}
+    assert {r.action for r in audit.search(mine).rows} >= moved  # the move is in its audit
+    for filters in (
+        {"target": "zqb/ana"},
+        {"target": "user zqb/ana"},
+        {"target": "USER ZQB/ANA"},
+        {"company": "zqb"},
+    ):
+        assert audit.search(mine, **filters).rows == [], filters
+        assert list(audit.export(mine, **filters)) == [], filters
+        assert {r.action for r in audit.search(OPERATOR, **filters).rows} >= moved, filters
+    page = browsers["ra"].get("/audit?target=zqb/ana").get_data(as_text=True)
+    assert "No entries match." in page and "zqb" not in page.replace("zqb/ana", "")
+    csv_text = browsers["ra"].get("/audit.csv?target=zqb/ana").get_data(as_text=True)
+    assert csv_text.count("\n") == 1  # the header alone

@@ -7,6 +7,7 @@ text; and a receiver's answer is read to 64 KB at most, whatever its size."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import subprocess
 import threading
@@ -25,6 +26,7 @@ from webapp.extensions import db
 from webapp.models import AuditEntry, Webhook
 from webapp.services.events import delivery, webhooks
 
+from .conftest import LOOPBACK
 from .factories import OPERATOR
 from .test_delivery import Receiver, Run, attempts, make_ddis, new_hook
 from .test_webhooks_pages import post, text
@@ -57,6 +59,7 @@ REFUSED = [
     "http://255.255.255.255/",
     "http://[2002:7f00:1::]/",  # 6to4 of 127.0.0.1
     "http://[64:ff9b::a9fe:a9fe]/",  # NAT64 of 169.254.169.254
+    "http://[64:ff9b:1::a00:1]/",  # the local-use NAT64 prefix (RFC 8215): 10.0.0.1 behind it
     "http://[2001::1]/",  # Teredo
     "https://192.0.2.10/",  # documentation
 ]
@@ -473,3 +476,58 @@ def test_a_connection_is_kept_only_when_its_answer_was_read_to_the_end(app):
         for path in ("/small", "/small"):
             assert sender.send(base + path, [secret], {"id": 2}).delivered, path
         assert len(_Sized.connections) == 2  # a new one after the cut, kept again
+
+
+# --- one deadline for the whole POST -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def trickling(head: bytes, trickle: bytes) -> Iterator[int]:
+    """A receiver on 127.0.0.1 that reads the request, sends `head` at once and then `trickle`
+    one byte every 0.3 s, looping: each socket read of the worker gets a byte well within its
+    timeout, so only a deadline on the whole POST stops it. Yields the port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(head)
+            while not stop.is_set():
+                for byte in trickle:
+                    conn.sendall(bytes([byte]))
+                    time.sleep(0.3)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        listener.close()
+
+
+def test_a_receiver_trickling_its_answer_is_cut_at_the_deadline():
+    """urllib3's timeout is per read: a status line sent a byte at a time never trips it. The
+    POST as a whole ends at the Sender's timeout, a "timeout"; a 2xx whose body trickles is
+    delivered at the deadline, its status read."""
+    sender = delivery.Sender(timeout=1.5, allow=parse_networks(LOOPBACK))
+    event = {"id": 1}
+    with trickling(b"", b"HTTP/1.1 200 OK\r\n") as port:
+        started = time.monotonic()
+        answer = sender.send(f"http://127.0.0.1:{port}/", ["whsec_" + "A" * 44], event)
+        took = time.monotonic() - started
+    assert (answer.status, answer.error) == (None, "timeout")
+    assert 1.4 <= took <= 3.0, took
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
+    with trickling(head, b"x") as port:
+        started = time.monotonic()
+        answer = sender.send(f"http://127.0.0.1:{port}/", ["whsec_" + "A" * 44], event)
+        took = time.monotonic() - started
+    assert (answer.status, answer.error) == (200, None) and answer.delivered
+    assert took <= 3.0, took

@@ -40,6 +40,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -52,18 +53,19 @@ from typing import Any
 
 import urllib3
 from flask import Flask, current_app
-from sqlalchemy import Connection, delete, exists, or_, select, text, update
+from sqlalchemy import Connection, Row, delete, exists, or_, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from standardwebhooks.webhooks import Webhook as Signer
 from urllib3 import BaseHTTPResponse, HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from ...database import utcnow
 from ...errors import is_outage
 from ...extensions import db
 from ...models import Webhook, WebhookAttempt, WebhookRedelivery
 from ...observability.metrics import WEBHOOK_ATTEMPTS
-from . import feed, sealing, targets, webhooks
+from . import deadline, feed, sealing, targets, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,11 @@ MAX_CONCURRENCY = 12
 PER_ADDRESS = MAX_CONCURRENCY
 # The reason an attempt stores when the webhook's secret cannot be decrypted (no POST is made).
 SECRET_UNREADABLE = "secret unreadable: no configured key decrypts it; rotate the secret"  # noqa: S105
+
+
+# A webhook's signing secrets, read again before each POST (Worker._may_go_on).
+SECRETS = (Webhook.secret_sealed, Webhook.previous_secret_sealed, Webhook.previous_secret_until)
+Secrets = Row[str, str | None, datetime | None]
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -168,25 +175,23 @@ class Locks:
             except DBAPIError:
                 self._reset()
 
-    def holding(self, webhook_id: int) -> bool:
+    def holding(self, webhook_id: int) -> Secrets | None:
         """PostgreSQL: whether the lock on the webhook is still held (its connection alive: a
         server restart ends it, and frees the lock) and the webhook still there, in one round
-        trip. Not for SQLite, whose locks live as long as the process."""
+        trip: the webhook's signing secrets (SECRETS) if so, else None. Not for SQLite, whose
+        locks live as long as the process."""
         with self._mutex:
             if self._held.get(webhook_id) != self._generation:
-                return False  # its connection was reset since: the lock is gone
+                return None  # its connection was reset since: the lock is gone
             try:
-                there = (
+                return (
                     self._lock_connection()
-                    .execute(
-                        text("SELECT count(*) FROM webhooks WHERE id = :id"), {"id": webhook_id}
-                    )
-                    .scalar()
+                    .execute(select(*SECRETS).where(Webhook.id == webhook_id))
+                    .first()
                 )
             except DBAPIError:
                 self._reset()
-                return False
-        return bool(there)
+                return None
 
     def _lock_file(self) -> int:
         if self._file is None:
@@ -284,32 +289,40 @@ class Sender:
         spent = int((time.monotonic() - started) * 1000)
         return Answer(status, spent, None)
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str], deadline: float) -> int:
-        """POST to the first checked address that takes the connection; the answer's status."""
+    def _post(self, url: str, body: bytes, headers: dict[str, str], until: float) -> int:
+        """POST to the first checked address that takes the connection; the answer's status.
+        The whole of it, connection to the last byte read, ends at `until` (deadline.py): past
+        it, a timeout."""
         target = targets.check(url, self.allow)
         headers = {**headers, "host": target.host_header}
         failure: Exception | None = None
-        for address in target.addresses:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
+        with deadline.watching(until) as watch:
             try:
-                response = self._pool(target, address).urlopen(
-                    "POST",
-                    target.path,
-                    body=body,
-                    headers=headers,
-                    retries=False,
-                    redirect=False,
-                    assert_same_host=False,
-                    preload_content=False,
-                    timeout=urllib3.Timeout(total=left),
-                )
-            except urllib3.exceptions.NewConnectionError as exc:  # refused: the next address
-                failure = exc
-                continue
-            _read_at_most(response, MAX_ANSWER, deadline)
-            return response.status
+                for address in target.addresses:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    try:
+                        response = self._pool(target, address).urlopen(
+                            "POST",
+                            target.path,
+                            body=body,
+                            headers=headers,
+                            retries=False,
+                            redirect=False,
+                            assert_same_host=False,
+                            preload_content=False,
+                            timeout=urllib3.Timeout(total=left),
+                        )
+                    except urllib3.exceptions.NewConnectionError as exc:  # refused: the next one
+                        failure = exc
+                        continue
+                    _read_at_most(response, MAX_ANSWER, until)
+                    return response.status
+            except Exception as exc:
+                if watch.expired:  # cut at the deadline: whatever broke, it was too slow
+                    raise urllib3.exceptions.TimeoutError("past the deadline") from exc
+                raise
         raise failure or urllib3.exceptions.ConnectTimeoutError("no time left to connect")
 
     def _pool(self, target: targets.Target, address: str) -> HTTPConnectionPool:
@@ -321,7 +334,7 @@ class Sender:
                 self._pools.move_to_end(key)
                 return pool
             if target.scheme == "https":
-                pool = HTTPSConnectionPool(
+                pool = _TLSPool(
                     address,
                     target.port,
                     retries=False,
@@ -332,21 +345,49 @@ class Sender:
                     assert_hostname=target.host,
                 )
             else:
-                pool = HTTPConnectionPool(address, target.port, retries=False, maxsize=PER_ADDRESS)
+                pool = _Pool(address, target.port, retries=False, maxsize=PER_ADDRESS)
             self._pools[key] = pool
             while len(self._pools) > MAX_POOLS:  # the least recently used goes
-                self._pools.popitem(last=False)[1].close()
+                # Not closed: another thread may be about to POST through it; its
+                # connections close when the last one lets go of it.
+                self._pools.popitem(last=False)
             return pool
 
 
-def _read_at_most(response: BaseHTTPResponse, limit: int, deadline: float) -> None:
-    """Read at most `limit` bytes of the answer's body, and no longer than until `deadline`,
+class _Watched(HTTPConnection):
+    """A connection whose sockets the POST's deadline may cut (deadline.py): a new one as it
+    is opened (before a TLS handshake), a kept-alive one as a request starts on it."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        deadline.note(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        deadline.note(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _WatchedTLS(_Watched, HTTPSConnection):
+    pass
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _Watched
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedTLS
+
+
+def _read_at_most(response: BaseHTTPResponse, limit: int, until: float) -> None:
+    """Read at most `limit` bytes of the answer's body, and no longer than until `until`,
     then let the connection go: back to its pool if the body was read to its end, else closed
     (the rest is never read, so a receiver answering gigabytes costs nothing)."""
     read = 0
     complete = False
     try:
-        while read <= limit and time.monotonic() < deadline:
+        while read <= limit and time.monotonic() < until:
             chunk = response.read(min(READ_CHUNK, limit + 1 - read), decode_content=False)
             if not chunk:
                 complete = True
@@ -356,6 +397,7 @@ def _read_at_most(response: BaseHTTPResponse, limit: int, deadline: float) -> No
         complete = False
     if not complete:
         response.close()
+    deadline.release()  # back to the pool: the next POST's to cut, not this one's
     response.release_conn()
 
 
@@ -581,7 +623,7 @@ class Worker:
                 if self.stopping:
                     self._save(hook, progress)
                     return worked
-                if not self._may_go_on(hook.id):  # lock lost (nothing saved) or deleted
+                if not self._may_go_on(hook):  # lock lost (nothing saved) or deleted
                     return worked
                 worked = True
                 if not self._attempt(hook, item, progress):
@@ -597,13 +639,21 @@ class Worker:
                 return worked
         return worked
 
-    def _may_go_on(self, webhook_id: int) -> bool:
+    def _may_go_on(self, hook: Webhook) -> bool:
         """Before each POST: whether the worker still holds the webhook's lock and the webhook
-        is still there (deleted, nothing more is sent to it after the POST under way)."""
+        is still there (deleted, nothing more is sent to it after the POST under way); and its
+        signing secrets as they are now, so a rotation reaches a delivery under way."""
         if self.locks.postgres:
-            return self.locks.holding(webhook_id)  # both in one round trip
-        db.session.rollback()  # a fresh look: the reads so far see the database as it was
-        return db.session.scalar(select(Webhook.id).where(Webhook.id == webhook_id)) is not None
+            now = self.locks.holding(hook.id)  # all in one round trip
+        else:
+            db.session.rollback()  # a fresh look: the reads so far see the database as it was
+            now = db.session.execute(select(*SECRETS).where(Webhook.id == hook.id)).first()
+        if now is None:
+            return False
+        hook.secret_sealed = now.secret_sealed
+        hook.previous_secret_sealed = now.previous_secret_sealed
+        hook.previous_secret_until = now.previous_secret_until
+        return True
 
     def _batches(
         self, hook: Webhook, progress: _Progress

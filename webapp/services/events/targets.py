@@ -10,11 +10,12 @@ credentials whose host resolves (getaddrinfo, so every spelling the C library ac
 Loopback, link-local (169.254/16 and fe80::/10: every cloud metadata address), unspecified,
 multicast, reserved, private (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, site-local),
 documentation and benchmarking ranges are refused, also when embedded in IPv6 (IPv4-mapped
-::ffff:a.b.c.d, IPv4-compatible, 6to4 2002::/16, NAT64 64:ff9b::/96; Teredo is refused
-whole). An address inside one of `allow` (WEBHOOK_ALLOW_NETWORKS) is accepted whatever it is.
-The Target carries the addresses that were checked: a caller connects to one of them, never
-to a fresh lookup of the name, so a DNS answer that changes (rebinding) cannot bypass the
-check. Otherwise `Refused`, whose `category` is what a delivery attempt stores.
+::ffff:a.b.c.d, IPv4-compatible, 6to4 2002::/16, NAT64 64:ff9b::/96; Teredo and the local-use
+NAT64 prefix 64:ff9b:1::/48 are refused whole). An address inside one of `allow`
+(WEBHOOK_ALLOW_NETWORKS) is accepted whatever it is. The Target carries the addresses that were
+checked: a caller connects to one of them, never to a fresh lookup of the name, so a DNS answer
+that changes (rebinding) cannot bypass the check. Otherwise `Refused`, whose `category` is what
+a delivery attempt stores.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ ADDRESS_NOT_ALLOWED = "address not allowed"
 NAME_NOT_RESOLVED = "name not resolved"
 
 NAT64 = IPv6Network("64:ff9b::/96")  # the well-known prefix: a public IPv4 address inside
+# The local-use prefix (RFC 8215): a network's own translator, whose IPv4 side may be private,
+# at a place in the address its operator chose. Python 3.11 counts it as global.
+NAT64_LOCAL = IPv6Network("64:ff9b:1::/48")
 
 
 class Refused(Exception):
@@ -75,6 +79,8 @@ def _kind(ip: Address) -> str | None:
             embedded = IPv4Address(int(ip) & 0xFFFFFFFF)
         if embedded is not None:
             return _kind(embedded)
+        if ip in NAT64_LOCAL:
+            return "a local NAT64 address"
         if ip.is_site_local:
             return "a private address"
     # Multicast first: Python 3.11 counts IPv4 multicast as global.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, or_, select
+from sqlalchemy import ColumnElement, Row, false, or_, select
 from sqlalchemy.orm import Session
 
 from ...access import CompanyScope, Principal, Seen, redact, within
@@ -169,6 +170,20 @@ def about(scope: CompanyScope) -> ColumnElement[bool]:
     return or_(within(AuditEntry.company, scope), within(AuditEntry.other_company, scope))
 
 
+# A target naming a company: a phone user's ('user acme/ana').
+_TARGET_COMPANY = re.compile(r"^\S+ ([^/\s]+)/")
+
+
+def record_forms(target: str, scope: CompanyScope) -> tuple[str, ...]:
+    """The forms of the record filter (audit_query.targets) a reader of `scope` may look for:
+    one naming a company outside it (`user umbrella/ana`) finds nothing, as finding a move
+    filed under it would say where the record went (access.redact hides it on the rows)."""
+    forms = audit_query.targets(target)
+    if scope is None:
+        return forms
+    return tuple(f for f in forms if (m := _TARGET_COMPANY.match(f)) is None or m[1] in scope)
+
+
 def _conditions(
     principal: Principal,
     actor: str | None,
@@ -187,12 +202,17 @@ def _conditions(
         raise Invalid(
             "The 'to' date is before the 'from' date.", {"date_to": "must not be before 'from'"}
         )
-    conditions = [] if "scope" in implied else [about(principal.auditable_companies())]
+    scope = principal.auditable_companies()
+    conditions = [] if "scope" in implied else [about(scope)]
     if actor := _text(actor):
         conditions.append(AuditEntry.actor == actor)
     if target := _text(target):
-        conditions.append(AuditEntry.target.in_(audit_query.targets(target)))
-    if (company := _text(company)) and "company" not in implied:
+        conditions.append(AuditEntry.target.in_(record_forms(target, scope)))
+    if (company := _text(company)) and scope is not None and company not in scope:
+        # The entries about a company the reader may not see are about the reader's too only
+        # when a record moved between them: finding them would say where it went.
+        conditions.append(false())
+    elif company and "company" not in implied:
         conditions.append(about(frozenset({company})))
     if start:
         conditions.append(AuditEntry.at >= datetime.combine(start, time.min))
@@ -224,11 +244,12 @@ def search(
     (`other_company`); of a move, the side in a company the reader may not see is absent, its
     company and its values (access.redact). Filters: `actor` exact username; `target` a record,
     matched exactly in any form the log may name it (audit_query.targets: '+44 20 7123 4567',
-    '44:2071234567', 'acme/ana', 'bob', or the target as shown, any case); `company` exact
-    (either side of a move); `date_from` and `date_to` whole UTC days, both inclusive. Position:
-    at most one of `after` or `before` an entry id (Older, Newer), `oldest`, or a 1-based `page`
-    (an offset, for old addresses). Invalid for a bad filter or position, before anything is
-    read.
+    '44:2071234567', 'acme/ana', 'bob', or the target as stored, any case; a form naming a
+    company the reader may not see finds nothing); `company` exact (either side of a move; one
+    the reader may not see finds nothing); `date_from` and `date_to` whole UTC days, both
+    inclusive. Position: at most one of `after` or `before` an entry id (Older, Newer),
+    `oldest`, or a 1-based `page` (an offset, for old addresses). Invalid for a bad filter or
+    position, before anything is read.
     """
     principal.require_audit()
     positions = {"after": after is not None, "before": before is not None}
@@ -236,12 +257,14 @@ def search(
         per_page, page, {**positions, "last": oldest, "page": page is not None}
     )
     scope = principal.auditable_companies()
-    record = audit_query.targets(target) if (target := _text(target)) else ()
+    record = record_forms(target, scope) if (target := _text(target)) else ()
     parts = audit_query.branches(scope, record, _text(company), _text(actor))
     # What the branches hold by themselves is no condition of its own: an OR over two columns
     # would lead PostgreSQL's planner to read both indexes whole (100 ms at 3M entries).
     implied = audit_query.implied(scope, record, _text(company))
     conditions = _conditions(principal, actor, target, company, date_from, date_to, implied)
+    if target and not record:  # every form named a company the reader may not see
+        return audit_query.AuditPage([], 0, False, False, False)
     found = audit_query.read_page(
         conditions,
         parts,
