@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from werkzeug.security import check_password_hash
 
 from webapp.extensions import db
 from webapp.models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
@@ -140,6 +141,26 @@ def test_demo_seed_is_idempotent_and_consistent(flask):
     first = flask("demo", "seed")
     assert first.returncode == 0, first.stderr
     assert "admin" in first.stdout and "Company-Admin" in first.stdout
+    # Every account it made is printed, with the password that signs it in.
+    printed = {
+        line.split()[0]: line.split()[1]
+        for line in first.stdout.splitlines()
+        if line.startswith("  ")
+    }
+    db.session.rollback()
+    hashes = dict(db.session.execute(select(Account.username, Account.password_hash)).all())
+    assert (
+        set(printed)
+        == set(hashes)
+        == {
+            "admin",
+            "acme-admin",
+            "globex-admin",
+            "billing",
+            "reporting",
+        }
+    )
+    assert all(check_password_hash(hashes[name], printed[name]) for name in printed)
     counts = {m: count(m) for m in (Company, Account, Ddi, PhoneUser, HistoryInterval)}
     assert counts[Ddi] >= 200 and counts[PhoneUser] >= 100 and counts[Account] == 5
     assert counts[HistoryInterval] > counts[Ddi] + counts[PhoneUser]  # moves and deletions
@@ -152,6 +173,27 @@ def test_demo_seed_is_idempotent_and_consistent(flask):
     assert first.stdout.splitlines()[-1] in second.stdout
     db.session.rollback()
     assert db.session.scalar(select(func.count()).where(AuditEntry.action == "demo.seed")) == 1
+
+
+def test_demo_seed_refuses_a_database_with_companies_or_accounts_and_writes_nothing(flask):
+    """The walk: a company created first used to make the seed stop half-way, leaving a
+    System-Admin whose password was never shown. Now nothing is written."""
+    assert flask("companies", "create", "acme", "--name", "Acme").returncode == 0
+    models = (Company, Account, Ddi, PhoneUser, HistoryInterval, AuditEntry)
+    before = {m: count(m) for m in models}
+    refused = flask("demo", "seed")
+    assert_one_line_error(refused, "company 'acme'", "empty database", "nothing was written")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert {m: count(m) for m in models} == before
+    assert count(Account) == 0
+
+    # An account alone is enough to refuse too (the demo's would sit beside it).
+    created = flask("accounts", "create", "ops", "--system-admin")
+    assert created.returncode == 0, created.stderr
+    before = {m: count(m) for m in models}
+    refused = flask("demo", "seed")
+    assert_one_line_error(refused, "empty database")
+    assert {m: count(m) for m in models} == before
 
 
 def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):

@@ -62,38 +62,65 @@ def create(
 ) -> NewAccount:
     """Add an account with the given grants (System-Admin). Without a password one is generated
     and returned once; only its hash is stored. Conflict if the username is taken. Audited."""
+    with write_transaction() as session:
+        return add(
+            session,
+            principal,
+            username,
+            password,
+            system_admin=system_admin,
+            admin_of=admin_of,
+            billing_summary=billing_summary,
+            reporting_for=reporting_for,
+        )
+
+
+def add(
+    session: Session,
+    principal: Principal,
+    username: object,
+    password: str | None = None,
+    *,
+    system_admin: bool = False,
+    admin_of: Iterable[str] = (),
+    billing_summary: bool = False,
+    reporting_for: Iterable[str] = (),
+) -> NewAccount:
+    """`create` inside the caller's transaction (`session`), for a caller that adds accounts
+    with other writes, all or nothing (the demo data): the account and its audit entry are
+    written when the caller commits, and nothing of it if the caller rolls back. The same
+    checks as `create`, each raising before anything is added."""
     principal.require_system_admin("create accounts")
     if (why := check_format("username", username)) is not None:
         raise Invalid(f"Username {why}.", {"username": why})
     generated = password is None
     password = secrets.token_urlsafe(15) if generated else signin.check_new_password(password)
-    with write_transaction() as session:
-        account = Account(
-            username=username,
-            password_hash=signin.hash_password(password),
-            system_admin=system_admin,
-            billing_summary=billing_summary,
-            active=True,
-            session_epoch=0,
-            admin_of=_companies(session, admin_of, "admin_of"),
-            reporting_for=_companies(session, reporting_for, "reporting_for"),
-        )
-        session.add(account)
-        try:
-            session.flush()
-        except IntegrityError as exc:
-            raise Conflict(f"Account '{username}' already exists.") from exc
-        audit.record(
-            session,
-            [
-                audit.entry(
-                    principal,
-                    "account.create",
-                    f"account {username}",
-                    after={"username": username, **grants_of(account)},
-                )
-            ],
-        )
+    account = Account(
+        username=username,
+        password_hash=signin.hash_password(password),
+        system_admin=system_admin,
+        billing_summary=billing_summary,
+        active=True,
+        session_epoch=0,
+        admin_of=_companies(session, admin_of, "admin_of"),
+        reporting_for=_companies(session, reporting_for, "reporting_for"),
+    )
+    session.add(account)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"Account '{username}' already exists.") from exc
+    audit.record(
+        session,
+        [
+            audit.entry(
+                principal,
+                "account.create",
+                f"account {username}",
+                after={"username": username, **grants_of(account)},
+            )
+        ],
+    )
     return NewAccount(account=account, password=password if generated else None)
 
 
