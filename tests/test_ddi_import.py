@@ -11,10 +11,11 @@ import html
 import random
 
 import pytest
+from bs4 import BeautifulSoup
 from sqlalchemy import select
 
 from webapp.access import Principal
-from webapp.errors import Forbidden, Invalid
+from webapp.errors import FileRejected, Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, ImportPreview
 from webapp.services.imports import ddi_import
@@ -216,6 +217,73 @@ def test_a_bad_row_after_a_million_good_ones_would_still_write_nothing(world):
     assert snapshot() == before
 
 
+# A file with two problems on one line and problems on several lines: every one is reported, in
+# line order, each naming its line and field.
+MANY_PROBLEMS = csv_bytes(
+    "44,2070000001,101,acme",  # line 2: good
+    "44,20x0000009,101,nope",  # line 3: the number and the company
+    "33,1,1,acme",  # line 4: good
+    "44,2070000001,5,globex",  # line 5: repeats line 2
+    "1,2,abc,initech",  # line 6: the extension
+)
+MANY_LISTED = [
+    "line 3: number '20x0000009' must be 1 to 15 digits",
+    "line 3: company 'nope' does not exist",
+    "line 5: DDI 44:2070000001 repeats line 2",
+    "line 6: virt_exten 'abc' must be 1 to 10 digits",
+]
+MANY_FIELDS = {
+    "line 3": "number '20x0000009' must be 1 to 15 digits; company 'nope' does not exist",
+    "line 5": "DDI 44:2070000001 repeats line 2",
+    "line 6": "virt_exten 'abc' must be 1 to 10 digits",
+}
+MANY_MESSAGE = "The file has 4 problems; nothing was imported."
+# 150 rows naming a company that does not exist: lines 2 to 151.
+TOO_MANY = csv_bytes(*(f"44,{n},1,nope" for n in range(1, 151)))
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_rejected_file_names_every_problem_in_line_order(world, dry_run):
+    before = snapshot()
+    with pytest.raises(FileRejected) as refused:
+        run_import(MANY_PROBLEMS, dry_run=dry_run)
+    assert refused.value.message == MANY_MESSAGE
+    assert refused.value.problems == MANY_LISTED
+    assert refused.value.fields == MANY_FIELDS and list(refused.value.fields) == list(MANY_FIELDS)
+    assert snapshot() == before
+
+
+def test_a_rejected_file_lists_a_hundred_problems_and_counts_the_rest(world):
+    before = snapshot()
+    with pytest.raises(FileRejected) as refused:
+        run_import(TOO_MANY)
+    problems = refused.value.problems
+    assert refused.value.total == 150 and len(problems) == 101
+    assert problems[:100] == [f"line {n + 1}: company 'nope' does not exist" for n in range(1, 101)]
+    assert problems[100] == "and 50 more"
+    assert refused.value.fields["more"] == "and 50 more"
+    assert refused.value.message == "The file has 150 problems; nothing was imported."
+    assert snapshot() == before
+
+
+def test_problems_across_chunks_are_all_named_with_the_lines_they_repeat(world):
+    """Problems in the first chunk and past it (a repeat of a row of the first chunk, an
+    unknown company named again): all reported, and nothing of the good chunks written."""
+    rows = [f"66,{i},1,acme" for i in range(1, ddi_import.CHUNK + 1)]
+    rows[4] = "66,5,1,nope"  # line 6
+    rows += ["66,3,2,acme", "66,x,1,nope"]  # lines 2002 and 2003
+    before = snapshot()
+    with pytest.raises(FileRejected) as refused:
+        run_import(csv_bytes(*rows))
+    assert refused.value.problems == [
+        "line 6: company 'nope' does not exist",
+        "line 2002: DDI 66:3 repeats line 4",
+        "line 2003: number 'x' must be 1 to 15 digits",
+        "line 2003: company 'nope' does not exist",
+    ]
+    assert snapshot() == before
+
+
 def test_only_a_system_admin_imports(world):
     cadmin = Principal(username="cadmin", via="api", admin_of=frozenset({ACME}))
     with pytest.raises(Forbidden):
@@ -297,6 +365,21 @@ def test_api_bad_row_is_a_400_naming_the_line(world):
     error = answer.get_json()["error"]
     assert error["code"] == "bad_request"
     assert error["fields"] == {"line 3": "company 'nope' does not exist"}
+    assert snapshot() == before
+
+
+def test_api_rejected_file_names_every_problem_in_fields(world):
+    before = snapshot()
+    answer = post_csv(world, world.root, MANY_PROBLEMS)
+    assert answer.status_code == 400
+    error = answer.get_json()["error"]
+    assert error == {"code": "bad_request", "message": MANY_MESSAGE, "fields": MANY_FIELDS}
+    assert list(error["fields"]) == list(MANY_FIELDS)  # in line order
+    dry = post_csv(world, world.root, TOO_MANY, "?dry_run=1")
+    assert dry.status_code == 400
+    fields = dry.get_json()["error"]["fields"]
+    assert list(fields) == [f"line {n}" for n in range(2, 102)] + ["more"]
+    assert fields["more"] == "and 50 more"
     assert snapshot() == before
 
 
@@ -408,6 +491,22 @@ def test_page_bad_file_is_shown_on_the_form(world, data, words):
     assert snapshot() == before and db.session.scalar(select(ImportPreview.id)) is None
 
 
+def test_page_rejected_file_lists_every_problem(world):
+    client = world.browser("root")
+    before = snapshot()
+    answer = upload(client, MANY_PROBLEMS)
+    assert answer.status_code == 400
+    page = BeautifulSoup(answer.get_data(as_text=True), "html.parser")
+    assert page.select_one("#file-error").get_text(strip=True) == MANY_MESSAGE
+    listed = [li.get_text(strip=True) for li in page.select("#file-problems li")]
+    assert listed == MANY_LISTED
+    capped = BeautifulSoup(upload(client, TOO_MANY).get_data(as_text=True), "html.parser")
+    listed = [li.get_text(strip=True) for li in capped.select("#file-problems li")]
+    assert len(listed) == 101 and listed[0] == "line 2: company 'nope' does not exist"
+    assert listed[-1] == "and 50 more"
+    assert snapshot() == before and db.session.scalar(select(ImportPreview.id)) is None
+
+
 def test_page_too_large_upload_is_refused_with_a_message(world, monkeypatch):
     monkeypatch.setattr(ddi_import, "MAX_BYTES", 1000)
     client = world.browser("root")
@@ -463,6 +562,24 @@ def test_cli_dry_run_apply_and_a_bad_file(world, flask, tmp_path):
     assert snapshot() == before
     missing = flask("ddis", "import", str(tmp_path / "nope.csv"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_cli_rejected_file_prints_every_problem(world, flask, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(MANY_PROBLEMS)
+    before = snapshot()
+    refused = flask("ddis", "import", str(bad))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines() == [f"Error: {MANY_MESSAGE}", *MANY_LISTED]
+    assert refused.stdout == ""
+    bad.write_bytes(TOO_MANY)
+    capped = flask("ddis", "import", str(bad), "--dry-run")
+    assert capped.returncode == 1
+    lines = capped.stderr.splitlines()
+    assert lines[0] == "Error: The file has 150 problems; nothing was imported."
+    assert len(lines) == 102 and lines[-1] == "and 50 more"
+    assert snapshot() == before
 
 
 @pytest.mark.slow

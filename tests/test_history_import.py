@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from webapp.access import Principal
 from webapp.database import utcnow
-from webapp.errors import Invalid
+from webapp.errors import FileRejected, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry, HistoryInterval
 from webapp.services.billing import reports
@@ -325,6 +325,72 @@ def test_bad_row_after_many_good_rows_writes_nothing(companies):
     assert run(csv_text(*good)).written == 500
 
 
+# A file with three problems on one line and problems on several lines (line 2 is GOOD).
+MANY_PROBLEMS = csv_text(
+    GOOD,
+    "ddi,nope,44:x,yesterday,2025-10-02T00:00:00Z",
+    "user,acme,ana,2025-10-02T00:00:00Z,2025-10-01T00:00:00Z",
+    "ddi,acme,44:1,2025-10-01T12:00:00Z,2025-10-03T00:00:00Z",
+    "ddi,acme,44:2,2025-10-01T00:00:00Z,2999-01-01T00:00:00Z",
+)
+MANY_LISTED = [
+    "line 3: company 'nope' does not exist",
+    "line 3: key '44:x' is not dialcode:number",
+    "line 3: start 'yesterday' is not an ISO 8601 timestamp",
+    "line 4: end must be later than start",
+    "line 5: overlaps line 2 for the same DDI",
+    "line 6: end is in the future",
+]
+# 150 rows naming a company that does not exist: lines 2 to 151.
+TOO_MANY = csv_text(
+    *(f"ddi,nope,44:{n},2025-10-01T00:00:00Z,2025-10-02T00:00:00Z" for n in range(1, 151))
+)
+
+
+def test_a_rejected_file_names_every_problem_in_line_order(companies):
+    before = snapshot()
+    with pytest.raises(FileRejected) as refused:
+        run(MANY_PROBLEMS)
+    assert refused.value.message == "The file has 6 problems; nothing was imported."
+    assert refused.value.problems == MANY_LISTED
+    assert list(refused.value.fields) == ["line 3", "line 4", "line 5", "line 6"]
+    assert refused.value.fields["line 3"] == (
+        "company 'nope' does not exist; key '44:x' is not dialcode:number; "
+        "start 'yesterday' is not an ISO 8601 timestamp"
+    )
+    assert snapshot() == before
+
+
+def test_a_rejected_file_lists_a_hundred_problems_and_counts_the_rest(companies):
+    before = snapshot()
+    with pytest.raises(FileRejected) as refused:
+        run(TOO_MANY)
+    problems = refused.value.problems
+    assert refused.value.total == 150 and len(problems) == 101
+    assert problems[:100] == [f"line {n}: company 'nope' does not exist" for n in range(2, 102)]
+    assert problems[100] == "and 50 more"
+    assert refused.value.message == "The file has 150 problems; nothing was imported."
+    assert snapshot() == before
+
+
+def test_overlaps_within_the_file_are_each_named(companies):
+    """A long interval, a short one inside it, and a third after the short one but still
+    inside the long one: both later rows overlap the long one."""
+    content = csv_text(
+        "ddi,acme,44:5,2025-10-01T00:00:00Z,2025-10-10T00:00:00Z",
+        "ddi,acme,44:5,2025-10-02T00:00:00Z,2025-10-03T00:00:00Z",
+        "ddi,acme,44:5,2025-10-04T00:00:00Z,2025-10-05T00:00:00Z",
+        "ddi,acme,44:5,2025-10-02T00:00:00Z,2025-10-03T00:00:00Z",
+    )
+    with pytest.raises(FileRejected) as refused:
+        run(content)
+    assert refused.value.problems == [
+        "line 3: overlaps line 2 for the same DDI",
+        "line 4: overlaps line 2 for the same DDI",
+        "line 5: repeats line 3",
+    ]
+
+
 # --- against recorded history ----------------------------------------------------------------
 
 
@@ -422,6 +488,24 @@ def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
     before = snapshot()
     line = assert_one_line_error(flask("history", "import", str(path)))
     assert names_line(line, 4), line
+    assert snapshot() == before
+
+
+@pytest.mark.slow
+def test_command_prints_every_problem_of_a_rejected_file(companies, flask, tmp_path):
+    path = tmp_path / "legacy.csv"
+    path.write_text(MANY_PROBLEMS)
+    before = snapshot()
+    result = flask("history", "import", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "Error: The file has 6 problems; nothing was imported.",
+        *MANY_LISTED,
+    ]
+    path.write_text(TOO_MANY)
+    capped = flask("history", "import", str(path))
+    lines = capped.stderr.splitlines()
+    assert capped.returncode == 1 and len(lines) == 102 and lines[-1] == "and 50 more"
     assert snapshot() == before
 
 

@@ -40,6 +40,34 @@ class Invalid(ServiceError):
     """The request is malformed or a field is at fault; `fields` says which and why."""
 
 
+class FileRejected(Invalid):
+    """A file refused for the problems of its lines (an import), all found in one pass.
+
+    `listed`: (line, why) pairs in line order, each `why` naming its field first; `total`: how
+    many problems there are, the listed ones included. `problems` holds what every door shows,
+    one string each: 'line N: why' for the listed ones, then 'and N more' for the rest. One
+    problem keeps the one-line message it always had ('line 7: why; nothing was imported.');
+    several are counted in the message and named by `problems`. `fields` maps 'line N' to its
+    problems (joined by '; ' when a line has several), in line order, and 'more' to
+    'and N more' when not all are listed."""
+
+    def __init__(self, listed: list[tuple[int, str]], total: int):
+        fields: dict[str, str] = {}
+        for line, why in listed:
+            key = f"line {line}"
+            fields[key] = f"{fields[key]}; {why}" if key in fields else why
+        self.problems = [f"line {line}: {why}" for line, why in listed]
+        self.total = total
+        if total > len(listed):
+            fields["more"] = f"and {total - len(listed)} more"
+            self.problems.append(fields["more"])
+        if total == 1 and listed:
+            message = f"{self.problems[0]}; nothing was imported."
+        else:
+            message = f"The file has {total} problems; nothing was imported."
+        super().__init__(message, fields)
+
+
 class Unauthorized(ServiceError):
     """The API caller's credentials are missing or not valid."""
 

@@ -10,7 +10,7 @@ from flask.cli import AppGroup
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..access import Principal
-from ..errors import ServiceError, is_outage
+from ..errors import FileRejected, ServiceError, is_outage
 
 
 def operator() -> Principal:
@@ -22,12 +22,18 @@ def operator() -> Principal:
 
 
 def friendly(func):
-    """Turn domain and database errors into one clear line and exit status 1, no traceback."""
+    """Turn domain and database errors into one clear line and exit status 1, no traceback (a
+    rejected file: that line, then one line per problem)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
+        except FileRejected as exc:
+            # Every problem of a rejected file, one line each after the message, so the file
+            # is fixed in one go; one problem is the message itself ('line 7: why; ...').
+            listed = "".join(f"\n{problem}" for problem in exc.problems) if exc.total > 1 else ""
+            raise click.ClickException(exc.message + listed) from None
         except ServiceError as exc:
             # Fields the message already names (an import's 'line 7: why') are not repeated.
             extra = [f"{k}: {v}" for k, v in exc.fields.items() if f"{k}: {v}" not in exc.message]

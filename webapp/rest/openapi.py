@@ -467,8 +467,9 @@ OPERATIONS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "importDdis": (
         "post /rest/ops/import/ imports ImportResult csv json auth 409",
         "Bring DDIs to the states a CSV lists",
-        "System-Admin. The whole file is checked first and applied all or nothing; a bad row is "
-        "a 400 whose `fields` name its line. `?dry_run=1` only counts.",
+        "System-Admin. The whole file is checked first and applied all or nothing; a bad file "
+        "is a 400 whose `fields` name every problem by its line (`line 7`), the first 100, "
+        "then `more` (`and N more`). `?dry_run=1` only counts.",
         {"two DDIs": CSV},
     ),
     "readDdiCount": (

@@ -13,7 +13,7 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from ..errors import ServiceError
+from ..errors import FileRejected, ServiceError
 from ..extensions import csrf
 from ..request_body import allow_body
 from ..services.imports import ddi_import, import_previews
@@ -41,9 +41,14 @@ def _drain() -> None:
         left -= len(chunk)
 
 
-def _upload_page(form: UploadForm, status: int = 200):
+def _upload_page(form: UploadForm, status: int = 200, problems: list[str] | None = None):
     return (
-        render_template("imports/upload.html", form=form, max_bytes=ddi_import.MAX_BYTES),
+        render_template(
+            "imports/upload.html",
+            form=form,
+            max_bytes=ddi_import.MAX_BYTES,
+            problems=problems or [],
+        ),
         status,
     )
 
@@ -79,7 +84,9 @@ def upload():
         if exc.status not in (400, 413):
             raise
         form.file.errors = [exc.message]
-        return _upload_page(form, exc.status)
+        # A rejected file's problems listed under the message, every one (up to the cap).
+        several = isinstance(exc, FileRejected) and exc.total > 1
+        return _upload_page(form, exc.status, exc.problems if several else None)
     return _preview_page(preview)
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from ...access import Principal
 from ...database import bulk_cache, insert_rows, one_of, write_transaction
-from ...errors import Conflict, Forbidden, Invalid
+from ...errors import Conflict, Forbidden
 from ...extensions import db
 from ...models import Company, Ddi
 from ...observability.metrics import IMPORT_SECONDS, timed
@@ -41,6 +41,7 @@ from ..fields import FORMATS, MAX_DDI_DIGITS
 from ..history import intervals
 from ..history.audit import AuditData
 from ..records import kinds
+from .problems import Problems
 
 HEADER = ("dialcode", "number", "virt_exten", "company")
 MAX_ROWS = 1_000_000
@@ -80,7 +81,16 @@ def _text_lines(binary: IO[bytes]) -> Iterator[str]:
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise _fail(number, "the file is not UTF-8 text (is it a CSV?)") from None
+            raise _Stop(number, "the file is not UTF-8 text (is it a CSV?)") from None
+
+
+class _Stop(Exception):
+    """A problem after which the file cannot be read on (not text, broken quoting): the check
+    ends there, naming it after the problems of the lines before it."""
+
+    def __init__(self, line: int, why: str):
+        super().__init__(why)
+        self.line, self.why = line, why
 
 
 class Row(NamedTuple):
@@ -160,8 +170,17 @@ class Plan:
         }
 
 
-def _fail(line: int, why: str) -> Invalid:
-    return Invalid(f"line {line}: {why}; nothing was imported.", {f"line {line}": why})
+class Flawed(NamedTuple):
+    """A row with problems: each reason (naming its field), and the cells that are in their
+    format (None for one that is not), so the checks against the file's other rows and the
+    database still run on them and the file is reported whole. A problem the file cannot be
+    read past (not text, broken quoting) is a Flawed too, the last one `_rows` yields."""
+
+    line: int
+    problems: list[str]
+    dialcode: str | None = None
+    number: str | None = None
+    company: str | None = None
 
 
 def _cell(text: str) -> str:
@@ -174,32 +193,43 @@ def _cell(text: str) -> str:
 _PLAIN = re.compile("[0-9]{1,7}\x00[0-9]{1,15}\x00[0-9]{1,10}\x00[a-z0-9._-]{1,64}")
 
 
-def _check(line: int, cells: list[str]) -> Row:
+def _check(line: int, cells: list[str]) -> Row | Flawed:
     if len(cells) != len(HEADER):
-        raise _fail(line, f"expected {len(HEADER)} columns, found {len(cells)}")
-    row = Row(line, *(_cell(c) for c in cells))
-    for name, value in zip(HEADER, row[1:], strict=True):
+        return Flawed(line, [f"expected {len(HEADER)} columns, found {len(cells)}"])
+    values = [_cell(c) for c in cells]
+    problems: list[str] = []
+    valid: dict[str, str] = {}
+    for name, value in zip(HEADER, values, strict=True):
         pattern, why = FORMATS[name]
-        if not pattern.fullmatch(value):
+        if pattern.fullmatch(value):
+            valid[name] = value
+        else:
             shown = value if len(value) <= 40 else value[:40] + "…"
-            raise _fail(line, f"{name} {shown!r} {why}")
-    if len(row.dialcode) + len(row.number) > MAX_DDI_DIGITS:
-        raise _fail(line, f"dialcode and number together must be at most {MAX_DDI_DIGITS} digits")
-    return row
+            problems.append(f"{name} {shown!r} {why}")
+    dialcode, number = valid.get("dialcode"), valid.get("number")
+    if dialcode is not None and number is not None and len(dialcode + number) > MAX_DDI_DIGITS:
+        problems.append(f"dialcode and number together must be at most {MAX_DDI_DIGITS} digits")
+    if not problems:
+        return Row(line, *values)
+    return Flawed(line, problems, dialcode, number, valid.get("company"))
 
 
-def _rows(source: Source) -> Iterator[Row]:
-    """The file's rows after its header, each checked on its own; blank lines skipped.
-    Invalid, naming the line, for anything that is not such a CSV."""
+def _rows(source: Source) -> Iterator[Row | Flawed]:
+    """The file's rows after its header, each checked on its own (a Row, or a Flawed naming
+    its problems); blank lines skipped. A file that is not such a CSV ends with a Flawed
+    naming the line where it stops being one."""
     line = 1
     with source() as binary:
         reader = csv.reader(_text_lines(binary), strict=True)
         try:
             header = next(reader, None)
             if header is None:
-                raise _fail(1, f"the file is empty; its first line must be {','.join(HEADER)}")
+                why = f"the file is empty; its first line must be {','.join(HEADER)}"
+                yield Flawed(1, [why])
+                return
             if tuple(h.strip().lower() for h in header) != HEADER:
-                raise _fail(1, f"the header must be {','.join(HEADER)}")
+                yield Flawed(1, [f"the header must be {','.join(HEADER)}"])
+                return
             count = 0
             for cells in reader:
                 line = reader.line_num
@@ -212,14 +242,17 @@ def _rows(source: Source) -> Iterator[Row]:
                     continue  # a blank line
                 count += 1
                 if count > MAX_ROWS:
-                    raise _fail(line, f"a file holds at most {MAX_ROWS:,} rows")
+                    yield Flawed(line, [f"a file holds at most {MAX_ROWS:,} rows"])
+                    return
                 yield Row(line, *cells) if plain else _check(line, cells)
+        except _Stop as stop:
+            yield Flawed(stop.line, [stop.why])
         except csv.Error as exc:
-            raise _fail(reader.line_num or line, f"not valid CSV ({exc})") from None
+            yield Flawed(reader.line_num or line, [f"not valid CSV ({exc})"])
 
 
-def _chunks(rows: Iterator[Row]) -> Iterator[list[Row]]:
-    chunk: list[Row] = []
+def _chunks(rows: Iterator[Row | Flawed]) -> Iterator[list[Row | Flawed]]:
+    chunk: list[Row | Flawed] = []
     for row in rows:
         chunk.append(row)
         if len(chunk) == CHUNK:
@@ -229,9 +262,12 @@ def _chunks(rows: Iterator[Row]) -> Iterator[list[Row]]:
         yield chunk
 
 
-def _key_code(row: Row) -> int:
-    # One small int per key (its digits, and the dialcode's length to tell 44:123 from 441:23):
-    # a set of a million costs about 60 MB where a set of strings would cost twice that.
+def _key_code(row: Row | Flawed) -> int | None:
+    """The row's key as one small int (its digits, and the dialcode's length to tell 44:123
+    from 441:23): a set of a million costs about 60 MB where a set of strings would cost twice
+    that. None for a row whose dialcode or number is not in its format."""
+    if row.dialcode is None or row.number is None:
+        return None
     return int(row.dialcode + row.number) * 8 + len(row.dialcode)
 
 
@@ -272,9 +308,18 @@ def _stored(session: Session, rows: Sequence[Row], lock: bool) -> dict[tuple[str
     return found
 
 
+class _Repeat(NamedTuple):
+    """A DDI seen on an earlier line: which line, found once the whole file is read."""
+
+    code: int
+    key: str
+
+
 class _Reader:
     """One read of the file: checks every row and classifies it against the stored state,
-    chunk by chunk, keeping only what Plan keeps."""
+    chunk by chunk, keeping only what Plan keeps. Every problem of the file is gathered
+    (problems.py) and raised together once it has been read to its end (or to the line it
+    cannot be read past); after the first, rows are only checked, not planned."""
 
     def __init__(self, session: Session, principal: Principal, plan: Plan, lock: bool, again=False):
         self.session, self.principal, self.plan, self.lock = session, principal, plan, lock
@@ -283,42 +328,94 @@ class _Reader:
         self.again = again
         self.seen: set[int] = set()
         self.known: set[str] = set()
+        # Companies named that do not exist: every row naming one is a problem.
+        self.unknown: set[str] = set()
         self.digest = hashlib.sha256()
+        self.problems = Problems()
+        # Listed problems saying 'repeats line ?', by their index in problems.listed: the
+        # line is looked up after the read, in one more pass, only for these.
+        self.repeats: dict[int, _Repeat] = {}
 
     def chunks(self, source: Source) -> Iterator[tuple[list[Row], dict[tuple[str, str], Stored]]]:
-        for chunk in _chunks(_rows(source)):
+        for items in _chunks(_rows(source)):
+            found: list[tuple[int, str | _Repeat]] = [
+                (item.line, why)
+                for item in items
+                if isinstance(item, Flawed)
+                for why in item.problems
+            ]
             if not self.again:
-                self._check_keys(source, chunk)
-                self._check_companies(chunk)
-            stored = _stored(self.session, chunk, self.lock)
-            for row in chunk:
+                found += self._check_keys(items)
+                found += self._check_companies(items)
+            self._add(found)
+            if self.problems:
+                continue  # the file is refused: only its problems matter now
+            rows = [item for item in items if isinstance(item, Row)]
+            stored = _stored(self.session, rows, self.lock)
+            for row in rows:
                 self._count(row, stored.get((row.dialcode, row.number)))
-            yield chunk, stored
+            yield rows, stored
+        if self.problems:
+            self._name_repeated_lines(source)
+            self.problems.raise_any()
         self.plan.fingerprint = self.digest.hexdigest()
 
-    def _check_keys(self, source: Source, chunk: list[Row]) -> None:
-        for row in chunk:
-            code = _key_code(row)
-            if code in self.seen:
-                first = next(r.line for r in _rows(source) if _key_code(r) == code)
-                raise _fail(row.line, f"DDI {row.key} repeats line {first}")
-            self.seen.add(code)
+    def _add(self, found: list[tuple[int, str | _Repeat]]) -> None:
+        # Sorted by line (stable: a line's own problems in the order the checks found them).
+        for line, why in sorted(found, key=lambda problem: problem[0]):
+            if isinstance(why, _Repeat):
+                if self.problems.add(line, f"DDI {why.key} repeats line ?"):
+                    self.repeats[len(self.problems.listed) - 1] = why
+            else:
+                self.problems.add(line, why)
 
-    def _check_companies(self, chunk: list[Row]) -> None:
-        new = {r.company for r in chunk} - self.known
-        if not new:
+    def _name_repeated_lines(self, source: Source) -> None:
+        if not self.repeats:
             return
-        found = set(self.session.scalars(select(Company.id).where(Company.id.in_(new))))
-        for row in chunk:
-            if row.company in new and row.company not in found:
-                raise _fail(row.line, f"company {row.company!r} does not exist")
-            if row.company in new and not self.principal.may_admin(row.company):
-                raise Forbidden(
-                    f"line {row.line}: company {row.company!r} is outside your grants; "
-                    "nothing was imported.",
-                    {f"line {row.line}": "company outside your grants"},
-                )
-        self.known |= new
+        wanted = {repeat.code for repeat in self.repeats.values()}
+        first: dict[int, int] = {}
+        for item in _rows(source):
+            code = _key_code(item)
+            if code in wanted and code not in first:
+                first[code] = item.line
+        for index, repeat in self.repeats.items():
+            line, _ = self.problems.listed[index]
+            # '?' only if the file changed on disk since the read that found the repeat.
+            earlier = first.get(repeat.code, "?")
+            self.problems.listed[index] = (line, f"DDI {repeat.key} repeats line {earlier}")
+
+    def _check_keys(self, items: list[Row | Flawed]) -> list[tuple[int, str | _Repeat]]:
+        found: list[tuple[int, str | _Repeat]] = []
+        for item in items:
+            code = _key_code(item)
+            if code is None:
+                continue
+            if code in self.seen:
+                found.append((item.line, _Repeat(code, f"{item.dialcode}:{item.number}")))
+            self.seen.add(code)
+        return found
+
+    def _check_companies(self, items: list[Row | Flawed]) -> list[tuple[int, str | _Repeat]]:
+        named = {item.company for item in items if item.company is not None}
+        new = named - self.known - self.unknown
+        if new:
+            exist = set(self.session.scalars(select(Company.id).where(Company.id.in_(new))))
+            for item in items:
+                if item.company in exist and not self.principal.may_admin(item.company):
+                    raise Forbidden(
+                        f"line {item.line}: company {item.company!r} is outside your grants; "
+                        "nothing was imported.",
+                        {f"line {item.line}": "company outside your grants"},
+                    )
+            self.known |= exist
+            self.unknown |= new - exist
+        if not named & self.unknown:
+            return []
+        return [
+            (item.line, f"company {item.company!r} does not exist")
+            for item in items
+            if item.company in self.unknown
+        ]
 
     def _count(self, row: Row, now: Stored | None) -> None:
         plan = self.plan
@@ -360,8 +457,11 @@ def _read_plan(session: Session, principal: Principal, source: Source, lock: boo
 def plan(principal: Principal, source: Source) -> Plan:
     """The dry run: what importing `source` would do now, and nothing written.
 
-    Guarantees: the whole file is checked; the first bad row (format, column count, a DDI
-    twice, an unknown company) raises Invalid naming its line. System-Admin only (Forbidden).
+    Guarantees: the whole file is checked, in one pass, and a file with any problem (a field
+    not in its format, a column count, a DDI twice, an unknown company) raises FileRejected
+    naming every problem with its line, up to problems.MAX_PROBLEMS of them, in line order
+    (a file that is not text or not CSV: up to the line where it stops being so).
+    System-Admin only (Forbidden).
     """
     session = db.session()
     try:

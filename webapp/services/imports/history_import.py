@@ -1,9 +1,10 @@
 """Backfill closed history intervals from a legacy system's CSV (docs/cli.md#history-import).
 
-The whole file is checked before anything is written; the first bad row rejects the file with
-its line number. Rows already recorded exactly are skipped, so importing a file twice writes
-nothing new. The import holds the write lock while it checks overlaps against the recorded
-history, so a live change cannot slip in between the check and the insert.
+The whole file is checked before anything is written; a file with bad rows is rejected naming
+every problem with its line (the first 100, problems.py), found in one pass. Rows already
+recorded exactly are skipped, so importing a file twice writes nothing new. The import holds
+the write lock while it checks overlaps against the recorded history, so a live change cannot
+slip in between the check and the insert.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..billing import closed_figures, periods
 from ..fields import Part, parse_part
 from ..history import audit, intervals
 from ..records.kinds import DDI
+from .problems import Problems
 
 HEADER = ["kind", "company", "key", "start", "end"]
 # The fields module's checks of a username and of a DDI's dialcode and number (17 digits at
@@ -72,17 +74,16 @@ class ImportResult:
         return self.rows - self.written
 
 
-def _fail(line: int, why: str) -> Invalid:
-    return Invalid(f"line {line}: {why}; nothing was imported.")
-
-
-def _timestamp(value: str, line: int, column: str) -> datetime:
+def _timestamp(value: str, column: str, problems: list[str]) -> datetime | None:
+    """The timestamp in UTC; None, with the reason added to `problems`, if it is not one."""
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise _fail(line, f"{column} {value!r} is not an ISO 8601 timestamp") from None
+        problems.append(f"{column} {value!r} is not an ISO 8601 timestamp")
+        return None
     if moment.tzinfo is None:
-        raise _fail(line, f"{column} {value!r} has no UTC offset or Z")
+        problems.append(f"{column} {value!r} has no UTC offset or Z")
+        return None
     return moment.astimezone(UTC).replace(tzinfo=None)
 
 
@@ -101,56 +102,83 @@ def _key_ok(kind: str, key: str) -> bool:
     return True
 
 
-def parse(content: str, companies: set[str], now: datetime) -> list[ImportRow]:
-    """Every row of the file, checked on its own and against the file's other rows."""
-    rows = list(_rows(content, companies, now))
-    _check_within_file(rows)
+def parse(
+    content: str, companies: set[str], now: datetime, faults: list[tuple[int, str]]
+) -> list[ImportRow]:
+    """Every good row of the file; the problems of the others, each row checked on its own
+    and against the file's other rows, added to `faults` as (line, why)."""
+    rows = list(_rows(content, companies, now, faults))
+    _check_within_file(rows, faults)
     return rows
 
 
-def _rows(content: str, companies: set[str], now: datetime) -> Iterator[ImportRow]:
-    """The file's rows after its header, each checked on its own; blank lines skipped."""
+def _rows(
+    content: str, companies: set[str], now: datetime, faults: list[tuple[int, str]]
+) -> Iterator[ImportRow]:
+    """The file's good rows after its header, each checked on its own; blank lines skipped;
+    the problems of the others added to `faults`."""
     reader = csv.reader(io.StringIO(content, newline=""))
-    header = next(reader, None)
-    if header is None or [h.strip() for h in header] != HEADER:
-        raise _fail(1, f"the header must be {','.join(HEADER)}")
-    for record in reader:
-        if record and any(cell.strip() for cell in record):
-            yield _row(record, reader.line_num, companies, now)
+    try:
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header] != HEADER:
+            faults.append((1, f"the header must be {','.join(HEADER)}"))
+            return
+        for record in reader:
+            if record and any(cell.strip() for cell in record):
+                problems: list[str] = []
+                row = _row(record, reader.line_num, companies, now, problems)
+                faults.extend((reader.line_num, why) for why in problems)
+                if row is not None:
+                    yield row
+    except csv.Error as exc:  # the file cannot be read on past this line
+        faults.append((reader.line_num or 1, f"not valid CSV ({exc})"))
 
 
-def _row(record: list[str], line: int, companies: set[str], now: datetime) -> ImportRow:
+def _row(
+    record: list[str], line: int, companies: set[str], now: datetime, problems: list[str]
+) -> ImportRow | None:
+    """The row, or None with every reason it is not good added to `problems`."""
     if len(record) != len(HEADER):
-        raise _fail(line, f"expected {len(HEADER)} columns, found {len(record)}")
+        problems.append(f"expected {len(HEADER)} columns, found {len(record)}")
+        return None
     kind, company, key, start_text, end_text = (cell.strip() for cell in record)
     if kind not in ("ddi", "user"):
-        raise _fail(line, f"kind must be ddi or user, not {kind!r}")
+        problems.append(f"kind must be ddi or user, not {kind!r}")
     if company not in companies:
-        raise _fail(line, f"company {company!r} does not exist")
-    if not _key_ok(kind, key):
+        problems.append(f"company {company!r} does not exist")
+    if kind in ("ddi", "user") and not _key_ok(kind, key):
         expected = "dialcode:number" if kind == "ddi" else "a username"
-        raise _fail(line, f"key {key!r} is not {expected}")
-    start = _timestamp(start_text, line, "start")
-    end = _timestamp(end_text, line, "end")
-    if end <= start:
-        raise _fail(line, "end must be later than start")
-    if end > now:
-        raise _fail(line, "end is in the future")
+        problems.append(f"key {key!r} is not {expected}")
+    start = _timestamp(start_text, "start", problems)
+    end = _timestamp(end_text, "end", problems)
+    if start is not None and end is not None and end <= start:
+        problems.append("end must be later than start")
+    if end is not None and end > now:
+        problems.append("end is in the future")
+    if problems or start is None or end is None:
+        return None
     return ImportRow(kind=kind, company=company, key=key, start=start, end=end, line=line)
 
 
-def _check_within_file(rows: list[ImportRow]) -> None:
-    """No row repeats or overlaps another of the same DDI or phone user."""
+def _check_within_file(rows: list[ImportRow], faults: list[tuple[int, str]]) -> None:
+    """No row repeats or overlaps another of the same DDI or phone user: each one that does is
+    named, with the earlier line it repeats or overlaps."""
     by_identity: dict[tuple[str, str], list[ImportRow]] = defaultdict(list)
     for row in rows:
         by_identity[row.identity].append(row)
     for group in by_identity.values():
-        group.sort(key=lambda r: (r.start, r.line))
-        for a, b in pairwise(group):
-            if a.record == b.record:
-                raise _fail(b.line, f"repeats line {a.line}")
-            if b.start < a.end:
-                raise _fail(b.line, f"overlaps line {a.line} for the same {_what(b)}")
+        # Equal rows side by side; `reach` is the row ending last so far, which any later
+        # row starting before its end overlaps (an adjacent pair alone would miss a short
+        # row between a long one and a third).
+        group.sort(key=lambda r: (r.start, r.end, r.line))
+        reach = group[0]
+        for previous, row in pairwise(group):
+            if previous.record == row.record:
+                faults.append((row.line, f"repeats line {previous.line}"))
+            elif row.start < reach.end:
+                faults.append((row.line, f"overlaps line {reach.line} for the same {_what(row)}"))
+            if row.end > reach.end:
+                reach = row
 
 
 def _what(row: ImportRow) -> str:
@@ -178,9 +206,10 @@ def _new_rows(
     session: Session,
     rows: list[ImportRow],
     progress: Callable[[Iterable[ImportRow]], Iterable[ImportRow]],
+    faults: list[tuple[int, str]],
 ) -> list[ImportRow]:
-    """The rows not recorded exactly already; Invalid for one overlapping the recorded
-    history of the same DDI or phone user."""
+    """The rows not recorded exactly already; one overlapping the recorded history of the
+    same DDI or phone user is added to `faults`."""
     recorded = _recorded(session, rows)
     new = []
     for row in progress(rows):
@@ -189,11 +218,14 @@ def _new_rows(
             continue
         for _kind, company, key, start, end in existing:
             if start < row.end and (end is None or end > row.start):
-                raise _fail(
-                    row.line,
-                    f"overlaps the recorded history of {_what(row)} {key} "
-                    f"in {company} from {start:%Y-%m-%d %H:%M:%S} UTC",
+                faults.append(
+                    (
+                        row.line,
+                        f"overlaps the recorded history of {_what(row)} {key} "
+                        f"in {company} from {start:%Y-%m-%d %H:%M:%S} UTC",
+                    )
                 )
+                break  # the row is named once, with the first recorded interval it overlaps
         new.append(row)
     return new
 
@@ -206,9 +238,11 @@ def import_csv(
 ) -> ImportResult:
     """Check the whole file, then write its new intervals in one transaction; return counts.
 
-    Guarantees: any bad row (format, unknown company, end not after start, end in the future,
-    overlap within the file or with the recorded history of the same DDI or phone user) raises
-    Invalid naming its line, and nothing is written. Rows recorded exactly already are skipped.
+    Guarantees: a file with bad rows (format, unknown company, end not after start, end in the
+    future, overlap within the file or with the recorded history of the same DDI or phone user)
+    raises FileRejected naming every problem with its line, up to problems.MAX_PROBLEMS of them,
+    in line order, all found in one pass; nothing is written. Rows recorded exactly already are
+    skipped.
     One audit entry records the import. A closed month the new intervals fall in keeps its
     stored figures: the result names it, for a warning (docs/month-close.md).
     """
@@ -218,8 +252,12 @@ def import_csv(
 
     def check(now: datetime) -> changes.Change:
         companies = set(session.scalars(select(Company.id)))
-        rows = parse(content, companies, now)
-        new = _new_rows(session, rows, progress)
+        faults: list[tuple[int, str]] = []
+        rows = parse(content, companies, now, faults)
+        new = _new_rows(session, rows, progress, faults)
+        found = Problems()
+        found.add_all(faults)
+        found.raise_any()  # rolls the transaction back: nothing written
         counts[:] = [len(rows), len(new)]
         tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
         spans = [(row.start, row.end) for row in new]

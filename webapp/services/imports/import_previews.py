@@ -34,8 +34,9 @@ class Preview:
 def create(principal: Principal, filename: str, data: bytes) -> Preview:
     """Check an uploaded file and keep it for its confirmation; return its plan.
 
-    Guarantees: System-Admin only; a bad file raises Invalid naming its line (or TooLarge)
-    and nothing is kept; previews older than a day are purged.
+    Guarantees: System-Admin only; a bad file raises FileRejected naming every problem with
+    its line (ddi_import.plan), or TooLarge, and nothing is kept; previews older than a day
+    are purged.
     """
     principal.require_system_admin("import DDIs")
     if principal.account_id is None:
