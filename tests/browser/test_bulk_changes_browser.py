@@ -94,6 +94,25 @@ def test_a_bad_row_is_shown_on_the_form(ready, page: Page, live_server, sign_in)
     expect(page.get_by_label("CSV file")).to_be_focused()
 
 
+def test_every_problem_of_a_bad_file_is_listed_under_the_message(
+    ready, page: Page, live_server, sign_in
+):
+    sign_in("boss")
+    choose(page, live_server, HEADER + "44,20x,101,nope\n44,2070000009,1,acme\n1,2,abc,acme\n")
+    page.get_by_role("button", name="Preview the import").click()
+    expect(page.locator("#file-error")).to_have_text(
+        "The file has 3 problems; nothing was imported."
+    )
+    expect(page.locator("#file-problems li")).to_have_text(
+        [
+            "line 2: number '20x' must be 1 to 15 digits",
+            "line 2: company 'nope' does not exist",
+            "line 4: virt_exten 'abc' must be 1 to 10 digits",
+        ]
+    )
+    expect(page.get_by_label("CSV file")).to_be_focused()
+
+
 def test_a_file_over_the_limit_is_refused_before_and_without_javascript(
     ready, page: Page, live_server, sign_in, monkeypatch, browser
 ):
