@@ -196,8 +196,8 @@ def test_rekey_names_the_webhooks_no_key_opens(companies, flask):
     with write_transaction() as session:
         session.get(Webhook, lost.id).secret_sealed = foreign
     done = flask("webhooks", "rekey")
-    assert done.stdout.strip() == "Re-encrypted the secrets of 1 webhooks with the first key."
-    assert_one_line_error(done, f"webhooks {lost.id}:", "rotate")
+    assert done.stdout.strip() == "Re-encrypted 1 webhook secret with the first key."
+    assert_one_line_error(done, f"the secret of webhook {lost.id}: rotate it")
     db.session.rollback()
     assert db.session.get(Webhook, lost.id).secret_sealed == foreign
     assert webhooks.signing_secrets(db.session.get(Webhook, readable.id), utcnow()) == [secret]
@@ -230,11 +230,16 @@ def test_prune_keeps_90_days_by_default_and_refuses_a_bad_count(companies, flask
 
     pruned = flask("events", "prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert pruned.stdout.strip() == "Deleted 1 events older than 90 days."
+    assert pruned.stdout.strip() == "Deleted 1 event older than 90 days."
     assert event_ids() == [2, 3]
 
     pruned = flask("events", "prune", "--days", "30")
-    assert pruned.returncode == 0 and "Deleted 1 events" in pruned.stdout
+    assert pruned.returncode == 0
+    assert pruned.stdout.strip() == "Deleted 1 event older than 30 days."
+    assert event_ids() == [3]
+
+    pruned = flask("events", "prune", "--days", "1")
+    assert pruned.stdout.strip() == "Deleted 0 events older than 1 day."
     assert event_ids() == [3]
 
 
