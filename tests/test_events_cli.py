@@ -5,7 +5,10 @@ to do; and the DDI import's events from the command line."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -17,11 +20,13 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import AuditEntry, Event, EventTxn, Webhook
+from webapp.models import AuditEntry, Event, EventTxn, Webhook, WebhookAttempt
 from webapp.services.events import delivery, feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
+from .observability import ROOT, server_env, stop
 from .test_delivery import Clock, running_receiver
+from .waiting import wait_until
 
 receiver = pytest.fixture(running_receiver, name="receiver")
 
@@ -248,6 +253,65 @@ def test_deliver_once_with_no_webhook_exits_0(companies, flask):
     result = flask("events", "deliver", "--once")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_worker_logs_one_line_as_it_starts_and_one_as_it_stops(app, companies, tmp_path):
+    """`flask events deliver` until SIGTERM (as systemd stops it): a line at start (the
+    webhooks, its concurrency, its pid), one at stop (delivered of how many attempts), each
+    count with its noun, and nothing on stdout."""
+    webhooks.create(Principal.cli(), URL)  # a closed port: each attempt fails, and is retried
+    webhooks.create(Principal.cli(), URL + "2", ["ddi.deleted"])  # nothing for this one
+    companies.ddi("44", "1", ACME)
+    env = server_env(
+        app.config["SQLALCHEMY_DATABASE_URI"],
+        tmp_path / "instance",
+        LOG_FORMAT="json",
+        LOG_LEVEL="INFO",
+        WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8",
+        SECRET_KEY=app.config["SECRET_KEY"],  # the webhook secrets are sealed with it
+    )
+    log = tmp_path / "deliver.log"
+    db.session.rollback()
+    argv = [sys.executable, "-m", "flask", "--app", "app", "events", "deliver"]
+    with open(log, "wb") as err:
+        worker = subprocess.Popen(
+            [*argv, "--concurrency", "3"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+
+        def attempted() -> bool:
+            if worker.poll() is not None:
+                raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
+            db.session.rollback()
+            return db.session.scalar(select(func.count()).select_from(WebhookAttempt)) == 1
+
+        wait_until(attempted, 60, "the worker's first attempt", details=log.read_text)
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    finally:
+        stop(worker)
+    assert worker.returncode == 0, log.read_text()
+    assert out == b""
+    said = [
+        json.loads(line)
+        for line in log.read_text().splitlines()
+        if line.startswith("{") and '"logger": "webapp.services.events.delivery"' in line
+    ]
+    assert [(r["level"], r["message"]) for r in said] == [
+        ("INFO", f"delivery worker started: 2 webhooks, concurrency 3, pid {worker.pid}"),
+        ("INFO", "delivery worker stopped: 0 delivered of 1 attempt"),
+    ]
+    assert {k: said[0][k] for k in ("webhooks", "concurrency", "pid")} == {
+        "webhooks": 2,
+        "concurrency": 3,
+        "pid": worker.pid,
+    }
+    assert (said[1]["delivered"], said[1]["attempts"]) == (0, 1)
 
 
 def test_the_ddi_import_command_records_its_changes(companies, flask, tmp_path):
