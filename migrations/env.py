@@ -12,9 +12,13 @@ config = context.config
 
 # Migrations run inside the app (`flask db upgrade`, tests), which has set up its own log
 # format (webapp/observability/logs.py): alembic's lines ("Running upgrade ...") are written
-# in it. alembic.ini's logging applies only where the app's handler is missing.
+# in it, at INFO unless the command set a level of its own (`db check` keeps them quiet:
+# webapp/cli/__init__.py). alembic.ini's logging applies only where the app's handler is
+# missing.
 if any(isinstance(h, Handler) for h in logging.getLogger().handlers):
-    logging.getLogger("alembic").setLevel(logging.INFO)
+    alembic_log = logging.getLogger("alembic")
+    if alembic_log.level == logging.NOTSET:
+        alembic_log.setLevel(logging.INFO)
 else:
     # Keep the app's own loggers working when migrations run inside it.
     fileConfig(config.config_file_name, disable_existing_loggers=False)

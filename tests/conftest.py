@@ -246,14 +246,17 @@ def flask(app, tmp_path):
     }
     root = Path(__file__).resolve().parent.parent
 
-    def run_flask(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    def run_flask(
+        *args: str, stdin: str | None = None, **settings: str
+    ) -> subprocess.CompletedProcess:
+        """`settings`: more environment variables (LOG_LEVEL="DEBUG")."""
         db.session.rollback()  # let the subprocess see and write a fresh state
         # The webhook targets the test allows (allow_loopback_webhooks), as when it runs.
         allowed = app.config.get("WEBHOOK_ALLOW_NETWORKS") or ()
         return subprocess.run(
             [sys.executable, "-m", "flask", "--app", "app", *args],
             cwd=root,
-            env={**env, "WEBHOOK_ALLOW_NETWORKS": ",".join(map(str, allowed))},
+            env={**env, "WEBHOOK_ALLOW_NETWORKS": ",".join(map(str, allowed)), **settings},
             input=stdin,
             capture_output=True,
             text=True,

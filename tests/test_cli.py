@@ -265,3 +265,28 @@ def test_an_unreachable_database_is_one_line(tmp_path):
         timeout=120,
     )
     assert_one_line_error(result, "database")
+
+
+def alembic_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "logger=alembic" in line]
+
+
+def test_db_check_prints_its_verdict_alone(flask):
+    """Alembic's INFO lines (some twenty: what it connected to and compared) only when asked
+    for; the verdict on stdout either way. (On SQLite, Alembic's warnings that it cannot
+    compare the expression indexes stay on stderr: they are not log lines.)"""
+    quiet = flask("db", "check", LOG_LEVEL="INFO", LOG_FORMAT="text")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "No new upgrade operations detected.\n"
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith("time=")]
+    for told in (
+        flask("db", "check", "--verbose", LOG_LEVEL="INFO", LOG_FORMAT="text"),
+        flask("db", "check", LOG_LEVEL="DEBUG", LOG_FORMAT="text"),
+    ):
+        assert told.returncode == 0, told.stderr
+        assert told.stdout == "No new upgrade operations detected.\n"
+        assert alembic_lines(told.stderr), told.stderr
+    # Only the check is quiet: `db upgrade` still says what Alembic does.
+    upgrade = flask("db", "upgrade", LOG_LEVEL="INFO", LOG_FORMAT="text")
+    assert upgrade.returncode == 0, upgrade.stderr
+    assert alembic_lines(upgrade.stderr), upgrade.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import signal
 import socket
 import threading
@@ -626,6 +627,21 @@ def test_an_event_failing_24_hours_after_it_was_recorded_is_given_up(app, receiv
     state = webhooks.state(hook)
     assert [a.event_id for a in state.failed] == [1]
     assert not state.retrying and state.queued == []
+
+
+def test_each_event_given_up_is_one_warning_naming_it(app, receiver, run, caplog):
+    receiver.script = lambda request: 500
+    hook_id, _ = new_hook(receiver.url("/h"))
+    make_ddis("2078000001", "2078000002")
+    run.clock.to(recorded_at(2) + delivery.GIVE_UP_AFTER)  # one failure gives each up
+    with caplog.at_level(logging.INFO, logger=delivery.__name__):
+        run.drain()
+    assert [(a.event_id, a.outcome) for a in attempts(hook_id)] == [(1, "failed"), (2, "failed")]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == delivery.__name__]
+    assert said == [
+        ("WARNING", f"webhook {hook_id}: event 1 given up after 24 h"),
+        ("WARNING", f"webhook {hook_id}: event 2 given up after 24 h"),
+    ]
 
 
 def test_a_given_up_event_can_be_redelivered_ahead_of_the_rest(app, receiver, run):

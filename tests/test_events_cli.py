@@ -5,7 +5,10 @@ to do; and the DDI import's events from the command line."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -17,11 +20,13 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import AuditEntry, Event, EventTxn, Webhook
+from webapp.models import AuditEntry, Event, EventTxn, Webhook, WebhookAttempt
 from webapp.services.events import delivery, feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
+from .observability import ROOT, server_env, stop
 from .test_delivery import Clock, running_receiver
+from .waiting import wait_until
 
 receiver = pytest.fixture(running_receiver, name="receiver")
 
@@ -196,8 +201,8 @@ def test_rekey_names_the_webhooks_no_key_opens(companies, flask):
     with write_transaction() as session:
         session.get(Webhook, lost.id).secret_sealed = foreign
     done = flask("webhooks", "rekey")
-    assert done.stdout.strip() == "Re-encrypted the secrets of 1 webhooks with the first key."
-    assert_one_line_error(done, f"webhooks {lost.id}:", "rotate")
+    assert done.stdout.strip() == "Re-encrypted 1 webhook secret with the first key."
+    assert_one_line_error(done, f"the secret of webhook {lost.id}: rotate it")
     db.session.rollback()
     assert db.session.get(Webhook, lost.id).secret_sealed == foreign
     assert webhooks.signing_secrets(db.session.get(Webhook, readable.id), utcnow()) == [secret]
@@ -230,11 +235,16 @@ def test_prune_keeps_90_days_by_default_and_refuses_a_bad_count(companies, flask
 
     pruned = flask("events", "prune")
     assert pruned.returncode == 0, pruned.stderr
-    assert pruned.stdout.strip() == "Deleted 1 events older than 90 days."
+    assert pruned.stdout.strip() == "Deleted 1 event older than 90 days."
     assert event_ids() == [2, 3]
 
     pruned = flask("events", "prune", "--days", "30")
-    assert pruned.returncode == 0 and "Deleted 1 events" in pruned.stdout
+    assert pruned.returncode == 0
+    assert pruned.stdout.strip() == "Deleted 1 event older than 30 days."
+    assert event_ids() == [3]
+
+    pruned = flask("events", "prune", "--days", "1")
+    assert pruned.stdout.strip() == "Deleted 0 events older than 1 day."
     assert event_ids() == [3]
 
 
@@ -243,6 +253,65 @@ def test_deliver_once_with_no_webhook_exits_0(companies, flask):
     result = flask("events", "deliver", "--once")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_worker_logs_one_line_as_it_starts_and_one_as_it_stops(app, companies, tmp_path):
+    """`flask events deliver` until SIGTERM (as systemd stops it): a line at start (the
+    webhooks, its concurrency, its pid), one at stop (delivered of how many attempts), each
+    count with its noun, and nothing on stdout."""
+    webhooks.create(Principal.cli(), URL)  # a closed port: each attempt fails, and is retried
+    webhooks.create(Principal.cli(), URL + "2", ["ddi.deleted"])  # nothing for this one
+    companies.ddi("44", "1", ACME)
+    env = server_env(
+        app.config["SQLALCHEMY_DATABASE_URI"],
+        tmp_path / "instance",
+        LOG_FORMAT="json",
+        LOG_LEVEL="INFO",
+        WEBHOOK_ALLOW_NETWORKS="127.0.0.0/8",
+        SECRET_KEY=app.config["SECRET_KEY"],  # the webhook secrets are sealed with it
+    )
+    log = tmp_path / "deliver.log"
+    db.session.rollback()
+    argv = [sys.executable, "-m", "flask", "--app", "app", "events", "deliver"]
+    with open(log, "wb") as err:
+        worker = subprocess.Popen(
+            [*argv, "--concurrency", "3"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+
+        def attempted() -> bool:
+            if worker.poll() is not None:
+                raise AssertionError(f"the worker exited:\n{log.read_text()[-3000:]}")
+            db.session.rollback()
+            return db.session.scalar(select(func.count()).select_from(WebhookAttempt)) == 1
+
+        wait_until(attempted, 60, "the worker's first attempt", details=log.read_text)
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=30)
+    finally:
+        stop(worker)
+    assert worker.returncode == 0, log.read_text()
+    assert out == b""
+    said = [
+        json.loads(line)
+        for line in log.read_text().splitlines()
+        if line.startswith("{") and '"logger": "webapp.services.events.delivery"' in line
+    ]
+    assert [(r["level"], r["message"]) for r in said] == [
+        ("INFO", f"delivery worker started: 2 webhooks, concurrency 3, pid {worker.pid}"),
+        ("INFO", "delivery worker stopped: 0 delivered of 1 attempt"),
+    ]
+    assert {k: said[0][k] for k in ("webhooks", "concurrency", "pid")} == {
+        "webhooks": 2,
+        "concurrency": 3,
+        "pid": worker.pid,
+    }
+    assert (said[1]["delivered"], said[1]["attempts"]) == (0, 1)
 
 
 def test_the_ddi_import_command_records_its_changes(companies, flask, tmp_path):

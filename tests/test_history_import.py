@@ -471,6 +471,25 @@ def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
 
 
 @pytest.mark.slow
+def test_command_counts_agree_with_their_nouns(companies, flask, tmp_path):
+    """One interval is "1 interval", in the command's line and in its audit entry."""
+    path = tmp_path / "one.csv"
+    path.write_text(csv_text(USER_ROW), encoding="utf-8")
+    first = flask("history", "import", str(path))
+    assert first.stdout == "Imported 1 interval from one.csv (0 already recorded).\n"
+    again = flask("history", "import", str(path))
+    assert again.stdout == "Imported 0 intervals from one.csv (1 already recorded).\n"
+    db.session.rollback()
+    first_entry = db.session.scalar(
+        select(AuditEntry.detail)
+        .where(AuditEntry.action == "history.import")
+        .order_by(AuditEntry.id)
+        .limit(1)
+    )
+    assert first_entry == "1 row, 1 written, 0 already recorded"
+
+
+@pytest.mark.slow
 def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_bytes(b"\xef\xbb\xbf" + csv_text(GOOD, USER_ROW).replace("\n", "\r\n").encode())

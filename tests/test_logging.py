@@ -1,7 +1,7 @@
 """Log lines and request ids (docs/observe.md#logging): the JSON and key=value shapes, the
 X-Request-ID taken, made or replaced, returned, and written in the audit entry; one access
-line per request with its fields; and, under a real gunicorn and in the delivery worker, the
-same format for every line."""
+line per request with its fields; and, under a real gunicorn, `flask run` and in the delivery
+worker, the same format for every line."""
 
 from __future__ import annotations
 
@@ -26,10 +26,13 @@ from webapp.services.events import webhooks
 from .factories import ACME, OPERATOR
 from .observability import (
     ROOT,
+    free_port,
     gunicorn,
     other_apps,
     server_env,
+    stop,
 )
+from .waiting import wait_until
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 HEX_ID = re.compile(r"[0-9a-f]{32}")
@@ -188,6 +191,38 @@ def test_log_level_leaves_out_the_less_severe_lines(app_with, client, capsys):
     assert parse_text(line)["message"] == "kept"
 
 
+def werkzeug_record(message: str, *args: Any) -> logging.LogRecord:
+    return logging.LogRecord("werkzeug", logging.INFO, __file__, 0, message, args, None)
+
+
+def test_the_development_servers_lines_pass_without_its_request_line_or_colours():
+    """logs.QuietDevServer on the records Werkzeug makes (its `_log` strips the newline its
+    request line is written with): the request line dropped, the start message one line
+    with the address first, colours removed, anything else (a traceback) left whole."""
+    quiet = logs.QuietDevServer()
+    request = werkzeug_record(
+        '127.0.0.1 - - [27/Nov/2026 17:00:00] "%s" %s %s',
+        "\x1b[33mGET /x HTTP/1.1\x1b[0m",
+        "404",
+        "-",
+    )
+    assert not quiet.filter(request)
+    start = werkzeug_record(
+        "\x1b[31m\x1b[1mWARNING: This is a development server.\x1b[0m\n"
+        " * Running on all addresses (0.0.0.0)\n * Running on http://127.0.0.1:5000"
+    )
+    assert quiet.filter(start)
+    assert start.getMessage() == (
+        "Running on all addresses (0.0.0.0); Running on http://127.0.0.1:5000; "
+        "WARNING: This is a development server."
+    )
+    press = werkzeug_record("\x1b[33mPress CTRL+C to quit\x1b[0m")
+    assert quiet.filter(press) and press.getMessage() == "Press CTRL+C to quit"
+    error = werkzeug_record("Error on request:\n%s", "Traceback (most recent call last):\n  x")
+    assert quiet.filter(error)
+    assert error.getMessage() == "Error on request:\nTraceback (most recent call last):\n  x"
+
+
 # --- real processes ----------------------------------------------------------------------------
 
 
@@ -222,6 +257,58 @@ def test_gunicorn_writes_its_own_lines_and_the_apps_in_one_format(app, tmp_path)
         "through-gunicorn-1"
     ]
     assert not [r for r in records if "/login" in r["message"] and r not in access_lines(records)]
+
+
+@pytest.mark.slow
+def test_the_development_server_writes_one_access_line_per_request(app, tmp_path):
+    """`flask run` (`make run`): the app's access line, not Werkzeug's request line beside it;
+    Werkzeug's start line kept, as one line beginning "Running on http://…"; no ANSI escape
+    codes (stderr is a file here), and every line in the app's format."""
+    port = free_port()
+    env = server_env(
+        app.config["SQLALCHEMY_DATABASE_URI"],
+        tmp_path / "instance",
+        LOG_FORMAT="text",
+        LOG_LEVEL="INFO",
+        FLASK_DEBUG="0",
+    )
+    err, out = tmp_path / "stderr.log", tmp_path / "stdout.log"
+    db.session.rollback()
+    argv = [sys.executable, "-m", "flask", "--app", "app", "run", "--port", str(port)]
+    with open(err, "wb") as stderr, open(out, "wb") as stdout:
+        server = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, start_new_session=True
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def answers() -> bool:
+            if server.poll() is not None:
+                raise AssertionError(f"flask run exited:\n{err.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(answers, 60, "flask run to answer /healthz", interval=0.1)
+        request = urllib.request.Request(base + "/login", headers={"X-Request-ID": "dev-1"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+        # Both lines of the request were written before its answer was sent (the app's in its
+        # after_request, Werkzeug's as it sends the status line): stopping now loses neither.
+    finally:
+        stop(server)
+    written = err.read_text()
+    assert "\x1b" not in written and "\\u001b" not in written, written
+    records = [parse_text(line) for line in written.splitlines()]
+    about_login = [r for r in records if "/login" in r["message"]]
+    assert [(r["logger"], r["request_id"]) for r in about_login] == [
+        (logs.ACCESS_LOGGER, "dev-1")
+    ], written
+    werkzeug = [r["message"] for r in records if r["logger"] == "werkzeug"]
+    assert werkzeug[0].startswith(f"Running on http://127.0.0.1:{port}; WARNING: "), werkzeug
+    assert "\n" not in werkzeug[0]
 
 
 @pytest.mark.slow
@@ -275,7 +362,7 @@ def test_the_delivery_worker_writes_the_same_lines(app, factory, tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "Delivered 0 of 1 attempts." in result.stdout
+    assert result.stdout == "Delivered 0 of 1 attempt.\n"
     records = [json.loads(line) for line in result.stderr.splitlines()]
     assert any(r["logger"].startswith("urllib3") for r in records), result.stderr
     for record in records:

@@ -43,7 +43,7 @@ def test_close_status_reopen(history, flask):
     ), line
     # A backfill into the closed month: one more company changed since.
     add_history(("ddi", GLOBEX, "44:2", datetime(2025, 10, 4), datetime(2025, 10, 5)))
-    assert flask("billing", "status").stdout.strip().endswith("1 companies changed since")
+    assert flask("billing", "status").stdout.strip().endswith("  1 company changed since")
     reopened = flask("billing", "reopen", "2025-10", "--reason", "late CDRs")
     assert reopened.returncode == 0, reopened.stderr
     assert reopened.stdout == "Reopened 2025-10 (its close was version 1).\n"

@@ -5,6 +5,8 @@ is checked by .ci/wheel-check."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -62,6 +64,37 @@ def test_console_script_has_the_commands_of_flask_app(run, tmp_path, group):
     expected = command_names(flask.stdout)
     assert len(expected) >= (10 if not group else 5)
     assert command_names(ours.stdout) == expected
+
+
+@pytest.mark.slow  # a subprocess
+def test_console_script_version_is_the_apps(run, tmp_path):
+    """`telephony-admin --version`: the package's name and version from its metadata, alone
+    (not Flask's Python, Flask and Werkzeug versions)."""
+    result = run(str(SCRIPT), "--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    version = importlib.metadata.version("telephony-admin")
+    assert version == "0.1.0"  # pyproject.toml's; a release changes both
+    assert result.stdout == f"telephony-admin {version}\n"
+    assert result.stderr == ""
+
+
+@pytest.mark.slow  # subprocesses
+@pytest.mark.skipif(
+    importlib.util.find_spec("dotenv") is not None,
+    reason="python-dotenv is installed here: -e/--env-file works and is offered",
+)
+def test_console_script_does_not_offer_an_env_file_it_cannot_read(run, tmp_path):
+    """Without python-dotenv (not a dependency) `-e/--env-file` could only fail: it is not in
+    --help, and given anyway it is an unknown option, not a promise broken later."""
+    helped = run(str(SCRIPT), "--help", cwd=tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    assert "--env-file" not in helped.stdout and "--version" in helped.stdout
+    env_file = tmp_path / "settings.env"
+    env_file.write_text("LOG_LEVEL=DEBUG\n")
+    result = run(str(SCRIPT), "-e", str(env_file), "routes", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "No such option '-e'" in result.stderr
+    assert "python-dotenv" not in result.stderr
 
 
 @pytest.mark.slow  # a subprocess

@@ -3,10 +3,14 @@ routes and the app's own groups, docs/cli.md) from any directory, without app.py
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+
+import click
 from flask import Flask
 from flask.cli import FlaskGroup
 
-from . import create_app
+from . import APP_NAME, create_app
 from .config import ConfigError, exit_with
 
 
@@ -26,13 +30,45 @@ installed wheel.
 """
 
 
+def version() -> str:
+    """The installed package's name and version, from its metadata: `telephony-admin 0.1.0`."""
+    try:
+        return f"{APP_NAME} {importlib.metadata.version(APP_NAME)}"
+    except importlib.metadata.PackageNotFoundError:  # a checkout never installed: no metadata
+        return f"{APP_NAME} (not installed: no version)"
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version())
+        ctx.exit()
+
+
+VERSION_OPTION = click.Option(
+    ["--version"],
+    help="Show the app's name and version.",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+)
+
+# Flask's `-e/--env-file` (and its reading of .env and .flaskenv) needs python-dotenv, which
+# is not a dependency: without it the option could only fail, so it is not offered.
+DOTENV = importlib.util.find_spec("dotenv") is not None
+
+
 class Cli(FlaskGroup):
     """Flask's own command group, with the app it builds fixed: `--app` would be ignored, so it
-    is not offered (`--env-file` and `--debug` stay)."""
+    is not offered; `--version` is the app's (Flask's names Python, Flask and Werkzeug);
+    `-e/--env-file` only where python-dotenv is installed (DOTENV); `--debug` stays."""
 
     def __init__(self) -> None:
-        super().__init__(create_app=_create_app, help=HELP)
-        self.params = [p for p in self.params if p.name != "app"]
+        super().__init__(
+            create_app=_create_app, help=HELP, add_version_option=False, load_dotenv=DOTENV
+        )
+        dropped = {"app"} if DOTENV else {"app", "env_file"}
+        self.params = [p for p in self.params if p.name not in dropped] + [VERSION_OPTION]
 
 
 def main() -> None:

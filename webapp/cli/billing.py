@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..wording import counted
 from .common import Group, friendly, operator
 
 billing_cli = Group("billing", help="Month close: freeze what was invoiced.")
@@ -46,5 +47,5 @@ def billing_status() -> None:
         when = closed_figures.timestamp(close.closed_at)
         click.echo(
             f"{close.label}  version {close.version}  closed {when} by {close.closed_by}  "
-            f"{item.changed} companies changed since"
+            f"{counted(item.changed, 'company', 'companies')} changed since"
         )

@@ -7,6 +7,7 @@ from flask import current_app
 
 from ..extensions import db
 from ..models import WebhookAttempt
+from ..wording import counted
 from .common import Group, friendly, operator
 
 webhooks_cli = Group("webhooks", help="Manage the webhooks the change events go to.")
@@ -42,7 +43,8 @@ def webhooks_list() -> None:
         companies = hook.companies or "all companies"
         where = f"delivered to {hook.cursor} of {state.newest}"
         if state.retrying:
-            where += f", retrying event {hook.head_event} ({hook.head_attempts} failed attempts)"
+            failures = counted(hook.head_attempts, "failed attempt")
+            where += f", retrying event {hook.head_event} ({failures})"
         if state.failed:
             where += f", {len(state.failed)} failed"
         if state.recent:
@@ -94,11 +96,13 @@ def webhooks_rekey() -> None:
     from ..services.events import webhooks
 
     done, unreadable = webhooks.rekey(operator())
-    click.echo(f"Re-encrypted the secrets of {done} webhooks with the first key.")
+    click.echo(f"Re-encrypted {counted(done, 'webhook secret')} with the first key.")
     if unreadable:
         listed = ", ".join(str(i) for i in unreadable)
+        which = "webhook" if len(unreadable) == 1 else "webhooks"
+        them = "it" if len(unreadable) == 1 else "them"
         raise click.ClickException(
-            f"No configured key decrypts the secret of webhooks {listed}: rotate them "
+            f"No configured key decrypts the secret of {which} {listed}: rotate {them} "
             "(flask webhooks rotate-secret ID)."
         )
 
@@ -143,7 +147,7 @@ def events_deliver(once: bool, concurrency: int, metrics_port: int, metrics_addr
     worker = delivery.Worker(db.engine, concurrency=concurrency)
     worker.run(once=once)
     if once:
-        click.echo(f"Delivered {worker.delivered} of {worker.attempts} attempts.")
+        click.echo(f"Delivered {worker.delivered} of {counted(worker.attempts, 'attempt')}.")
 
 
 @events_cli.command("prune")
@@ -157,4 +161,4 @@ def events_prune(days: str | None) -> None:
     kept = journal.parse_retention(days or current_app.config["EVENTS_RETENTION_DAYS"])
     deleted = journal.prune(kept)
     webhooks.drop_expired_secrets()  # rotated out more than 24 h ago: off the disk
-    click.echo(f"Deleted {deleted} events older than {kept} days.")
+    click.echo(f"Deleted {counted(deleted, 'event')} older than {counted(kept, 'day')}.")

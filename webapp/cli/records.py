@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..wording import counted
 from .common import Group, friendly, operator
 
 history_cli = Group("history", help="History intervals.")
@@ -34,9 +35,8 @@ def history_import(path: Path) -> None:
             yield from bar
 
     result = import_csv(operator(), content, source=path.name, progress=progress)
-    click.echo(
-        f"Imported {result.written} intervals from {path.name} ({result.skipped} already recorded)."
-    )
+    written = counted(result.written, "interval")
+    click.echo(f"Imported {written} from {path.name} ({result.skipped} already recorded).")
     for month in result.closed_months:
         click.echo(
             f"Warning: {month} is closed; its reports keep the figures stored at its close and "
@@ -52,7 +52,7 @@ def history_rollup() -> None:
     from ..services.billing import rollups
 
     counts = rollups.build(operator())
-    rows = ", ".join(f"{n} {kind} day rows" for kind, n in counts.items())
+    rows = ", ".join(counted(n, f"{kind} day row") for kind, n in counts.items())
     click.echo(f"Rebuilt the report rollup: {rows}.")
 
 

@@ -103,13 +103,34 @@ def _text_value(value: Any) -> str:
     return _JSON.encode(text)
 
 
+# An ANSI escape sequence (a colour, bold): Werkzeug styles its lines with them.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class QuietDevServer(logging.Filter):
-    """Drops the Werkzeug development server's own line per request (`flask run`): the app
-    writes its access line for every request already. Its other lines (the address it serves
-    on, errors) pass."""
+    """The Werkzeug development server's lines (`flask run`, `make run`) as the app's:
+
+    - its line per request is dropped: the app writes its own access line for every request
+      (observability.finish_request). Werkzeug logs it as `'<client> - - [<date>] "%s" %s %s'`
+      (the newline it is written with is stripped before it is logged);
+    - the others (the address it serves on, errors) pass without the ANSI escape codes
+      Werkzeug styles them with, which a log line would only show as text (`\\u001b[31m`);
+    - its start message, several lines, becomes one: "Running on http://…" first, then its
+      warning that it is a development server."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.endswith('"%s" %s %s\n'))
+        if not isinstance(record.msg, str):
+            return True
+        if record.msg.rstrip().endswith('"%s" %s %s'):
+            return False
+        message = _ANSI.sub("", record.getMessage())
+        if "\n" in message and "* Running on" in message:  # the start message, not a traceback
+            parts = [line.strip().removeprefix("* ") for line in message.splitlines()]
+            parts = [part for part in parts if part]
+            running = [part for part in parts if part.startswith("Running on")]
+            message = "; ".join(running + [part for part in parts if part not in running])
+        record.msg, record.args = message, None
+        return True
 
 
 def configure(level: str, kind: str) -> None:

@@ -53,6 +53,7 @@ from sqlalchemy.orm import Session
 from ...access import Principal
 from ...database import utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
+from ...wording import counted
 from ..history import audit, intervals
 from . import _rollup_sums, day_peak, periods
 
@@ -366,7 +367,7 @@ def build(principal: Principal) -> dict[str, int]:
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
     with write_transaction() as session:
         counts = rebuild_all(session, tz)
-        detail = ", ".join(f"{kind}: {n} day rows" for kind, n in counts.items())
+        detail = ", ".join(f"{kind}: {counted(n, 'day row')}" for kind, n in counts.items())
         audit.record(
             session,
             [

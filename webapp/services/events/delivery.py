@@ -53,7 +53,7 @@ from typing import Any
 
 import urllib3
 from flask import Flask, current_app
-from sqlalchemy import Connection, Row, delete, exists, or_, select, text, update
+from sqlalchemy import Connection, Row, delete, exists, func, or_, select, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from standardwebhooks.webhooks import Webhook as Signer
@@ -64,7 +64,9 @@ from ...database import utcnow
 from ...errors import is_outage
 from ...extensions import db
 from ...models import Webhook, WebhookAttempt, WebhookRedelivery
+from ...observability.logs import FIELDS
 from ...observability.metrics import WEBHOOK_ATTEMPTS
+from ...wording import counted
 from . import deadline, feed, sealing, targets, webhooks
 
 log = logging.getLogger(__name__)
@@ -465,7 +467,11 @@ class Worker:
         logged once and the loop goes on until the database is back; any other database
         error, or an outage with `once`, is raised (the command turns it into one line and
         exit 1) once the other threads have stopped and saved. Call it in an app context: each
-        thread pushes one of its own for its session."""
+        thread pushes one of its own for its session.
+
+        Until stopped, it logs one line as it starts (the webhooks, the concurrency, the pid)
+        and one as it stops, however it stops (what it delivered of how many attempts); with
+        `once` the caller reports (the command prints one line)."""
         handlers: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():  # signals reach only it
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -482,7 +488,16 @@ class Worker:
                     db.session.remove()
                     raise
             else:
-                self._dispatch()
+                self._log_start()
+                try:
+                    self._dispatch()
+                finally:
+                    log.info(
+                        "delivery worker stopped: %s delivered of %s",
+                        self.delivered,
+                        counted(self.attempts, "attempt"),
+                        extra={FIELDS: {"delivered": self.delivered, "attempts": self.attempts}},
+                    )
         finally:
             self.locks.close()
             for caught, handler in handlers.items():  # the caller's own back (a run in-process)
@@ -490,6 +505,27 @@ class Worker:
 
     def _stop(self, _signum: int, _frame: Any) -> None:
         self.stopping = True
+
+    def _log_start(self) -> None:
+        """The start line: how many webhooks there are (unknown while the database is out of
+        reach: the dispatcher then waits for it, and says so), the concurrency, the pid."""
+        try:
+            hooks: int | None = db.session.scalar(select(func.count()).select_from(Webhook))
+        except DBAPIError:
+            db.session.rollback()
+            hooks = None
+        finally:
+            db.session.remove()
+        fields: dict[str, Any] = {"concurrency": self.concurrency, "pid": os.getpid()}
+        if hooks is not None:
+            fields = {"webhooks": hooks, **fields}
+        log.info(
+            "delivery worker started: %s, concurrency %s, pid %s",
+            "webhooks unknown" if hooks is None else counted(hooks, "webhook"),
+            self.concurrency,
+            os.getpid(),
+            extra={FIELDS: fields},
+        )
 
     def _dispatch(self) -> None:
         """Until stopped: hand each webhook with something due, and not being served, to a free

@@ -26,6 +26,7 @@ from ...access import Principal
 from ...database import write_transaction
 from ...errors import Invalid
 from ...models import Company, HistoryInterval
+from ...wording import counted
 from .. import changes
 from ..billing import closed_figures, periods
 from ..fields import Part, parse_part
@@ -262,7 +263,8 @@ def import_csv(
         tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
         spans = [(row.start, row.end) for row in new]
         touched[:] = closed_figures.closed_months_touched(session, spans, tz)
-        detail = f"{len(rows)} rows, {len(new)} written, {len(rows) - len(new)} already recorded"
+        read = counted(len(rows), "row")
+        detail = f"{read}, {len(new)} written, {len(rows) - len(new)} already recorded"
         return changes.Change(
             closed=new,
             audit=[audit.AuditData("history.import", f"history {source}", detail=detail)],

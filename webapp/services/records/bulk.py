@@ -26,6 +26,7 @@ from ...database import write_transaction
 from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import Record
+from ...wording import counted
 from . import crud, kinds, record_query
 
 MAX_RECORDS = 100_000  # more at once: narrow the filters, or use the DDI import
@@ -62,7 +63,8 @@ class Changed(Conflict):
 
     def __init__(self, preview: Preview):
         super().__init__(
-            f"The selection changed since you confirmed: it is {preview.count:,} records now. "
+            "The selection changed since you confirmed: it is "
+            f"{counted(preview.count, 'record', grouped=True)} now. "
             "Nothing was changed; check and confirm again."
         )
         self.preview = preview
