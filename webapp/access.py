@@ -41,6 +41,8 @@ def within(column: CompanyColumn, scope: CompanyScope) -> ColumnElement[bool]:
 
 
 ANOTHER_COMPANY = "another company"
+TARGET_COMPANY = re.compile(r"^\S+ ([^/\s]+)/")
+"""The company an audit target names, as a phone user's does ('user acme/ana'): group 1."""
 """What a reader is shown in place of a company it may not see (the audit page and CSV)."""
 
 
@@ -97,7 +99,8 @@ def redact(
     if target is not None and company is not None and not now_shown:
         instead = then if then_shown and then is not None else ANOTHER_COMPANY
         # The company part of '<kind> <company>/<name>': only that, never the name.
-        target = re.sub(rf"(?<= ){re.escape(company)}(?=/)", instead, target, count=1)
+        if (named := TARGET_COMPANY.match(target)) is not None and named[1] == company:
+            target = target[: named.start(1)] + instead + target[named.end(1) :]
     return Seen(
         company=company if now_shown else None,
         other_company=other_company if then_shown else None,

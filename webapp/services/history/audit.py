@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -11,7 +10,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, false, or_, select
 from sqlalchemy.orm import Session
 
-from ...access import CompanyScope, Principal, Seen, redact, within
+from ...access import TARGET_COMPANY, CompanyScope, Principal, Seen, redact, within
 from ...database import insert_rows, utcnow
 from ...errors import Invalid
 from ...extensions import db
@@ -170,10 +169,6 @@ def about(scope: CompanyScope) -> ColumnElement[bool]:
     return or_(within(AuditEntry.company, scope), within(AuditEntry.other_company, scope))
 
 
-# A target naming a company: a phone user's ('user acme/ana').
-_TARGET_COMPANY = re.compile(r"^\S+ ([^/\s]+)/")
-
-
 def record_forms(target: str, scope: CompanyScope) -> tuple[str, ...]:
     """The forms of the record filter (audit_query.targets) a reader of `scope` may look for:
     one naming a company outside it (`user umbrella/ana`) finds nothing, as finding a move
@@ -181,7 +176,7 @@ def record_forms(target: str, scope: CompanyScope) -> tuple[str, ...]:
     forms = audit_query.targets(target)
     if scope is None:
         return forms
-    return tuple(f for f in forms if (m := _TARGET_COMPANY.match(f)) is None or m[1] in scope)
+    return tuple(f for f in forms if (m := TARGET_COMPANY.match(f)) is None or m[1] in scope)
 
 
 def _conditions(
