@@ -170,6 +170,54 @@ def test_procfile_processes_serve_and_stop_on_sigterm(process_env, tmp_path, fac
                 process.wait()
 
 
+def test_honcho_runs_the_procfile_as_docs_deploy_says(process_env, tmp_path):
+    """`honcho -f deploy/Procfile -d . start` (docs/deploy.md, Process layout; honcho is in
+    the prod extra): both processes start, the web one answers on $PORT, and SIGTERM to honcho
+    stops both."""
+    port = free_port()
+    env = {**process_env, "PORT": str(port), "WEB_CONCURRENCY": "1"}
+    log = tmp_path / "honcho.log"
+    with log.open("w") as out:
+        runner = subprocess.Popen(
+            ["honcho", "-f", "deploy/Procfile", "-d", ".", "start"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def web_answers() -> bool:
+            assert runner.poll() is None, f"honcho exited {runner.returncode}:\n{log.read_text()}"
+            try:
+                return get(f"http://127.0.0.1:{port}/healthz") == 200
+            except OSError:  # not listening yet
+                return False
+
+        wait_until(web_answers, 60, "/healthz", interval=0.2, details=log.read_text)
+        # The worker's start line (webapp/services/events/delivery.py), through honcho.
+        wait_until(
+            lambda: re.search(r"deliver\.1\s+\|.*delivery worker started", log.read_text()),
+            30,
+            "the delivery worker's start line",
+            details=log.read_text,
+        )
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=40)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    # Each process stopped gracefully on the SIGTERM honcho passed on: gunicorn's master shut
+    # down, the worker said it stopped.
+    assert re.search(r"web\.1\s+\|.*Shutting down: Master", text), text
+    assert re.search(r"deliver\.1\s+\|.*delivery worker stopped", text), text
+    with pytest.raises(OSError):
+        get(f"http://127.0.0.1:{port}/healthz")
+
+
 def units() -> list[Path]:
     return sorted((DEPLOY / "systemd").iterdir())
 
