@@ -275,13 +275,27 @@ def test_systemd_units_parse(tmp_path):
     )
 
 
+def systemd_expanded(word: str, config: configparser.ConfigParser) -> str:
+    """`${NAME}` in an ExecStart word as systemd expands it, from the unit's Environment= (the
+    environment file is the operator's: its defaults are the unit's)."""
+    defaults = dict(
+        item.split("=", 1)
+        for item in shlex.split(config.get("Service", "Environment", fallback=""))
+    )
+    return re.sub(r"\$\{(\w+)\}", lambda m: defaults[m[1]], word)
+
+
 def test_systemd_units_name_commands_that_exist(process_env, tmp_path):
     """Each ExecStart, in this checkout: the program is there, and what it is asked to run
     exists (gunicorn loads the app it names; telephony-admin knows the command)."""
     for unit in units():
         if unit.suffix != ".service":
             continue
-        argv = shlex.split(parsed(unit_here(unit, tmp_path)).get("Service", "ExecStart"))
+        config = parsed(unit_here(unit, tmp_path))
+        argv = [
+            systemd_expanded(word, config)
+            for word in shlex.split(config.get("Service", "ExecStart"))
+        ]
         program = Path(argv[0])
         assert program.is_file() and os.access(program, os.X_OK), f"{unit.name}: {program}"
         if program.name == "gunicorn":
