@@ -200,11 +200,14 @@ def test_the_list_shows_filters_and_how_far_delivery_is(world, hook):
 def test_no_webhook_yet(world):
     page = soup(world.browser("root").get("/admin/webhooks"))
     assert page.select_one("#no-webhooks") is not None and page.select_one("#webhooks") is None
-    # The form offers every event type as a check box, and the companies as a text field.
+    # The form offers every event type as a check box, and the companies as a chooser: none
+    # chosen yet, a picker to add one (a text field without JavaScript), never a list of all.
     boxes = [i["value"] for i in page.select("input[type=checkbox][name=event]")]
     assert boxes == list(webhooks.TYPES)
-    assert page.select_one("input[name=company]")["type"] == "text"
-    assert page.select_one("select") is None  # never a list of every company
+    assert page.select_one("input[name=add_company]")["type"] == "text"
+    assert page.select_one("#company-chooser button[name=add][value=company]") is not None
+    assert not page.select("input[name=company]")
+    assert page.select_one("select") is None
 
 
 # --- create --------------------------------------------------------------------------------------
@@ -279,10 +282,15 @@ BAD_INPUTS = {
     ),
     "unknown company": (
         {"url": URL, "company": "acme, nosuchco"},
-        "company",
+        "add_company",
         "Company 'nosuchco' does not exist.",
     ),
-    "malformed company": ({"url": URL, "company": "acme a/b"}, "company", "Company 'a/b'"),
+    "malformed company": ({"url": URL, "company": "acme a/b"}, "add_company", "Company 'a/b'"),
+    "unknown company typed": (
+        {"url": URL, "company": "acme", "add_company": "nosuchco"},
+        "add_company",
+        "Company 'nosuchco' does not exist.",
+    ),
 }
 
 
@@ -304,8 +312,12 @@ def test_bad_input_is_shown_beside_its_field_and_nothing_is_written(world, case)
         assert ticked == ["ddi.created"]  # the unknown one has no box to tick
     else:
         assert page.select_one(f"#{field}")["aria-invalid"] == "true"
-        assert page.select_one(f"#{field}")["aria-describedby"] == f"{field}-error"
-        assert page.select_one(f"#{field}")["value"] == data[field]
+        assert f"{field}-error" in page.select_one(f"#{field}")["aria-describedby"].split()
+        assert page.select_one(f"#{field}")["value"] == data.get(field, "")
+        assert page.select_one(f"#{field}").has_attr("autofocus")  # the first at fault
+    if field == "add_company":  # the companies sent stay chosen
+        kept = [i["value"] for i in page.select("#company-chosen input[name=company]")]
+        assert "acme" in kept
 
 
 # --- a webhook's page ----------------------------------------------------------------------------
