@@ -174,3 +174,19 @@ def webhooks_audit():
     from webapp.models import AuditEntry
 
     return list(db.session.scalars(select(AuditEntry).order_by(AuditEntry.id)))
+
+
+def test_pause_and_resume_at_the_command_line(world, flask):
+    hook_id, _ = new_hook("https://93.184.215.14/in")
+    paused = flask("webhooks", "pause", str(hook_id))
+    assert paused.returncode == 0, paused.stderr
+    assert (
+        paused.stdout.strip() == f"Paused webhook {hook_id}: its events wait until it is resumed."
+    )
+    assert hook_row(hook_id).paused_at is not None
+    assert flask("webhooks", "list").stdout.strip().endswith(", paused")
+    resumed = flask("webhooks", "resume", str(hook_id))
+    assert resumed.returncode == 0 and resumed.stdout.strip() == f"Resumed webhook {hook_id}."
+    assert hook_row(hook_id).paused_at is None
+    unknown = flask("webhooks", "pause", str(hook_id + 1))
+    assert unknown.returncode == 1 and f"There is no webhook {hook_id + 1}." in unknown.stderr
