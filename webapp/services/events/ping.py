@@ -17,6 +17,7 @@ from typing import Any
 
 from ...access import Principal
 from ...database import utcnow, write_transaction
+from ...extensions import db
 from ...models import WebhookAttempt
 from . import sealing, webhooks
 from .delivery import SECRET_UNREADABLE, Answer, Sender
@@ -53,16 +54,21 @@ def send_test(
     hook = webhooks.get(principal, webhook_id)
     now = utcnow()
     event = event_body(principal.username, now.replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    url = hook.url
     try:
-        signing = webhooks.signing_secrets(hook, now)
+        signing: list[str] | None = webhooks.signing_secrets(hook, now)
     except sealing.Unreadable:
+        signing = None
+    db.session.rollback()  # no transaction held open while the receiver takes its time
+    if signing is None:
         answer = Answer(None, 0, SECRET_UNREADABLE)
     else:
         message_id = f"test_{secrets.token_hex(8)}"
-        answer = (sender or Sender()).send(hook.url, signing, event, message_id=message_id)
+        answer = (sender or Sender()).send(url, signing, event, message_id=message_id)
     with write_transaction() as session:
+        hook = webhooks.get(principal, webhook_id)  # deleted meanwhile: NotFound, nothing kept
         attempt = WebhookAttempt(
-            webhook_id=hook.id,
+            webhook_id=webhook_id,
             event_id=EVENT_ID,
             at=utcnow(),
             status=answer.status,
