@@ -74,7 +74,9 @@ class WebhookForm(FlaskForm):
     )
 
 
-COMPANIES_HINT = "None chosen: every company."
+COMPANIES_HINT = (
+    "The companies whose events it receives (either side of a move). None chosen: every company."
+)
 
 
 def chosen_companies(values: MultiDict) -> list[str]:
