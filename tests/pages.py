@@ -78,6 +78,7 @@ PAGES: dict[str, str] = {
     "webhook page":              "/admin/webhooks/{webhook}",
     "delete webhook":            "/admin/webhooks/{webhook}/delete",
     "rotate webhook secret":     "/admin/webhooks/{webhook}/rotate-secret",
+    "edit webhook":              "/admin/webhooks/{webhook}/edit",
     "audit log":                 "/audit",
     "audit log, filtered":       f"/audit?company={ACME}",
     "error page (404)":          "/no-such-page",

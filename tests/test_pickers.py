@@ -39,18 +39,42 @@ NAMED: dict[str, str] = {
 EVERY = sorted(NAMED)
 ROLE_NAMES = ("root", "cadmin", "cadmin2", "summary", "reporter", "reporter2")
 ROLE_NAMES += ("cadmin_reporter", "nobody")
-PURPOSES = ("records", "reports", "audit", "grants")
+PURPOSES = ("records", "reports", "audit", "grants", "webhooks")
 NO = None  # the picker is not the role's: 403
 # role -> purpose -> the companies its picker offers (NO: it may not use that picker)
 SCOPES: dict[str, dict[str, list[str] | None]] = {
-    "root": {"records": EVERY, "reports": EVERY, "audit": EVERY, "grants": EVERY},
-    "cadmin": {"records": [ACME], "reports": NO, "audit": [ACME], "grants": NO},
-    "cadmin2": {"records": [ACME, INITECH], "reports": NO, "audit": [ACME, INITECH], "grants": NO},
-    "summary": {"records": NO, "reports": EVERY, "audit": NO, "grants": NO},
-    "reporter": {"records": NO, "reports": [ACME], "audit": NO, "grants": NO},
-    "reporter2": {"records": NO, "reports": [ACME, INITECH], "audit": NO, "grants": NO},
-    "cadmin_reporter": {"records": [GLOBEX], "reports": [ACME], "audit": [GLOBEX], "grants": NO},
-    "nobody": {"records": NO, "reports": NO, "audit": NO, "grants": NO},
+    "root": {
+        "records": EVERY,
+        "reports": EVERY,
+        "audit": EVERY,
+        "grants": EVERY,
+        "webhooks": EVERY,
+    },
+    "cadmin": {"records": [ACME], "reports": NO, "audit": [ACME], "grants": NO, "webhooks": NO},
+    "cadmin2": {
+        "records": [ACME, INITECH],
+        "reports": NO,
+        "audit": [ACME, INITECH],
+        "grants": NO,
+        "webhooks": NO,
+    },
+    "summary": {"records": NO, "reports": EVERY, "audit": NO, "grants": NO, "webhooks": NO},
+    "reporter": {"records": NO, "reports": [ACME], "audit": NO, "grants": NO, "webhooks": NO},
+    "reporter2": {
+        "records": NO,
+        "reports": [ACME, INITECH],
+        "audit": NO,
+        "grants": NO,
+        "webhooks": NO,
+    },
+    "cadmin_reporter": {
+        "records": [GLOBEX],
+        "reports": [ACME],
+        "audit": [GLOBEX],
+        "grants": NO,
+        "webhooks": NO,
+    },
+    "nobody": {"records": NO, "reports": NO, "audit": NO, "grants": NO, "webhooks": NO},
 }
 
 
@@ -251,7 +275,7 @@ def test_suggest_endpoint_refuses_bad_requests(world, factory):
     for query in ({"q": "a"}, {"for": "all", "q": "a"}):
         response = client.get("/companies/suggest", query_string=query)
         assert response.status_code == 400
-        assert "records, reports, audit or grants" in response.get_data(as_text=True)
+        assert "records, reports, audit, grants or webhooks" in response.get_data(as_text=True)
     long = client.get("/companies/suggest", query_string={"for": "records", "q": "a" * 5000})
     assert long.status_code == 200
 

@@ -200,11 +200,14 @@ def test_the_list_shows_filters_and_how_far_delivery_is(world, hook):
 def test_no_webhook_yet(world):
     page = soup(world.browser("root").get("/admin/webhooks"))
     assert page.select_one("#no-webhooks") is not None and page.select_one("#webhooks") is None
-    # The form offers every event type as a check box, and the companies as a text field.
+    # The form offers every event type as a check box, and the companies as a chooser: none
+    # chosen yet, a picker to add one (a text field without JavaScript), never a list of all.
     boxes = [i["value"] for i in page.select("input[type=checkbox][name=event]")]
     assert boxes == list(webhooks.TYPES)
-    assert page.select_one("input[name=company]")["type"] == "text"
-    assert page.select_one("select") is None  # never a list of every company
+    assert page.select_one("input[name=add_company]")["type"] == "text"
+    assert page.select_one("#company-chooser button[name=add][value=company]") is not None
+    assert not page.select("input[name=company]")
+    assert page.select_one("select") is None
 
 
 # --- create --------------------------------------------------------------------------------------
@@ -279,10 +282,15 @@ BAD_INPUTS = {
     ),
     "unknown company": (
         {"url": URL, "company": "acme, nosuchco"},
-        "company",
+        "add_company",
         "Company 'nosuchco' does not exist.",
     ),
-    "malformed company": ({"url": URL, "company": "acme a/b"}, "company", "Company 'a/b'"),
+    "malformed company": ({"url": URL, "company": "acme a/b"}, "add_company", "Company 'a/b'"),
+    "unknown company typed": (
+        {"url": URL, "company": "acme", "add_company": "nosuchco"},
+        "add_company",
+        "Company 'nosuchco' does not exist.",
+    ),
 }
 
 
@@ -304,8 +312,12 @@ def test_bad_input_is_shown_beside_its_field_and_nothing_is_written(world, case)
         assert ticked == ["ddi.created"]  # the unknown one has no box to tick
     else:
         assert page.select_one(f"#{field}")["aria-invalid"] == "true"
-        assert page.select_one(f"#{field}")["aria-describedby"] == f"{field}-error"
-        assert page.select_one(f"#{field}")["value"] == data[field]
+        assert f"{field}-error" in page.select_one(f"#{field}")["aria-describedby"].split()
+        assert page.select_one(f"#{field}")["value"] == data.get(field, "")
+        assert page.select_one(f"#{field}").has_attr("autofocus")  # the first at fault
+    if field == "add_company":  # the companies sent stay chosen
+        kept = [i["value"] for i in page.select("#company-chosen input[name=company]")]
+        assert "acme" in kept
 
 
 # --- a webhook's page ----------------------------------------------------------------------------
@@ -536,3 +548,229 @@ def test_inputs_are_labelled_and_there_is_no_inline_script_or_style(world, hook)
         assert not page.select("[style]") and not page.select("style")
         assert all(s.get("src") for s in page.find_all("script"))
         assert len(page.find_all("h1")) == 1
+
+
+# --- every problem at once, the company chooser without JavaScript -------------------------------
+
+
+def test_every_refused_field_is_shown_at_once_and_the_first_is_focused(world):
+    browser = world.browser("root")
+    before = stored()
+    response = post(
+        browser,
+        "/admin/webhooks",
+        {"url": "ftp://x.example.com/", "event": ["ddi.exploded"], "company": "nosuchco"},
+    )
+    assert response.status_code == 400
+    assert "must start with http:// or https://" in text(response, "#url-error")
+    assert "Unknown event type 'ddi.exploded'." in text(response, "#event-error")
+    assert "Company 'nosuchco' does not exist." in text(response, "#add_company-error")
+    page = soup(response)
+    assert [e.get("id") for e in page.select("[autofocus]")] == ["url"]
+    assert stored() == before
+    # Without a URL problem the focus goes to the next field at fault.
+    second = post(browser, "/admin/webhooks", {"url": URL, "add_company": "nosuchco"})
+    assert second.status_code == 400
+    assert [e.get("id") for e in soup(second).select("[autofocus]")] == ["add_company"]
+    assert stored() == before
+
+
+def test_the_chooser_adds_and_removes_companies_without_javascript(world):
+    browser = world.browser("root")
+    before = stored()
+    added = post(browser, "/admin/webhooks", {"url": URL, "add": "company", "add_company": "ACME"})
+    assert added.status_code == 200
+    assert [i["value"] for i in soup(added).select("#company-chosen input[name=company]")] == [ACME]
+    assert soup(added).select_one("#url")["value"] == URL  # what was typed stays
+    two = post(
+        browser,
+        "/admin/webhooks",
+        {"url": URL, "company": ACME, "add": "company", "add_company": INITECH},
+    )
+    chosen = [i["value"] for i in soup(two).select("#company-chosen input[name=company]")]
+    assert chosen == [ACME, INITECH]
+    removed = post(
+        browser,
+        "/admin/webhooks",
+        {"url": URL, "company": [ACME, INITECH], "remove": f"company:{ACME}"},
+    )
+    chosen = [i["value"] for i in soup(removed).select("#company-chosen input[name=company]")]
+    assert chosen == [INITECH]
+    unknown = post(browser, "/admin/webhooks", {"url": URL, "add": "company", "add_company": "zz"})
+    assert unknown.status_code == 400
+    assert "unknown company" in text(unknown, "#add_company-error")
+    assert stored() == before  # Add and Remove save nothing
+    saved = post(browser, "/admin/webhooks", {"url": URL, "company": [INITECH, ACME]})
+    assert saved.status_code == 200
+    assert db.session.scalars(select(Webhook)).one().companies == f"{INITECH},{ACME}"
+
+
+# --- edit ----------------------------------------------------------------------------------------
+
+EDITS = {
+    "the URL": ({"url": "https://93.184.215.15/new"}, ("https://93.184.215.15/new", None, None)),
+    "the events": (
+        {"url": URL, "event": ["user.created", "ddi.deleted"]},
+        (URL, "user.created,ddi.deleted", None),
+    ),
+    "the companies": ({"url": URL, "company": [INITECH, ACME]}, (URL, None, "initech,acme")),
+    "a company typed": (
+        {"url": URL, "company": INITECH, "add_company": "Acme"},
+        (URL, None, "initech,acme"),
+    ),
+    "all three": (
+        {"url": "http://93.184.215.15:8080/", "event": ["ddi.updated"], "company": ACME},
+        ("http://93.184.215.15:8080/", "ddi.updated", "acme"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_edit_a_webhook(world, hook, case):
+    data, expected = EDITS[case]
+    db.session.rollback()
+    cursor = db.session.get(Webhook, hook).cursor
+    browser = world.browser("root")
+    page = browser.get(f"/admin/webhooks/{hook}")
+    link = soup(page).select_one(f"a[href='/admin/webhooks/{hook}/edit']")
+    assert link is not None and link.get_text(strip=True) == "Edit…"
+    form = browser.get(link["href"])
+    assert form.status_code == 200 and h1(form) == f"Edit webhook {hook}"
+    assert soup(form).select_one("#url")["value"] == URL
+    response = post(browser, f"/admin/webhooks/{hook}/edit", data)
+    assert response.status_code == 302
+    assert response.headers["Location"] == f"/admin/webhooks/{hook}"
+    db.session.rollback()
+    row = db.session.get(Webhook, hook)
+    assert (row.url, row.event_types, row.companies) == expected
+    assert row.cursor == cursor  # its place in the feed stays
+    [entry] = audits("webhook.update")
+    assert (entry.actor, entry.target) == ("root", f"webhook {hook}")
+    assert entry.before["url"] == URL and entry.after["url"] == expected[0]
+    assert f"Webhook {hook} saved." in text(browser.get(f"/admin/webhooks/{hook}"), "#flashes")
+
+
+def test_the_edit_form_shows_the_settings_and_every_problem_at_once(world, hook):
+    webhooks.edit(ROOT, hook, URL, ["ddi.created"], [ACME, INITECH])
+    browser = world.browser("root")
+    form = soup(browser.get(f"/admin/webhooks/{hook}/edit"))
+    assert [i["value"] for i in form.select("input[name=event][checked]")] == ["ddi.created"]
+    chosen = [i["value"] for i in form.select("#company-chosen input[name=company]")]
+    assert chosen == [ACME, INITECH]
+    before = stored()
+    # The URL check of targets.py runs on edit too: a private address is refused.
+    response = post(
+        browser,
+        f"/admin/webhooks/{hook}/edit",
+        {"url": "http://10.1.2.3/in", "event": ["nope"], "company": [ACME, "gone"]},
+    )
+    assert response.status_code == 400
+    assert "not allowed" in text(response, "#url-error") or "private" in text(
+        response, "#url-error"
+    )
+    assert "Unknown event type 'nope'." in text(response, "#event-error")
+    assert "Company 'gone' does not exist." in text(response, "#add_company-error")
+    assert [e.get("id") for e in soup(response).select("[autofocus]")] == ["url"]
+    assert stored() == before
+
+
+def test_an_edit_that_changes_nothing_is_not_audited(world, hook):
+    browser = world.browser("root")
+    response = post(browser, f"/admin/webhooks/{hook}/edit", {"url": URL})
+    assert response.status_code == 302
+    assert audits("webhook.update") == []
+
+
+# --- pause and resume ----------------------------------------------------------------------------
+
+
+def test_pause_and_resume_from_the_page(world, hook):
+    browser = world.browser("root")
+    page = browser.get(f"/admin/webhooks/{hook}")
+    assert text(page, "#state") == "active"
+    button = soup(page).select_one("#pause-button")
+    assert button.get_text(strip=True) == "Pause"
+    assert button.find_parent("form")["action"] == f"/admin/webhooks/{hook}/pause"
+    response = post(browser, f"/admin/webhooks/{hook}/pause")
+    assert response.status_code == 302
+    db.session.rollback()
+    assert db.session.get(Webhook, hook).paused_at is not None
+    page = browser.get(f"/admin/webhooks/{hook}")
+    assert text(page, "#state").startswith("paused since")
+    assert f"Webhook {hook} is paused" in text(page, "#flashes")
+    assert soup(page).select_one("#pause-button").get_text(strip=True) == "Resume"
+    assert "paused" in text(browser.get("/admin/webhooks"), f"#webhook-{hook}")
+    post(browser, f"/admin/webhooks/{hook}/pause")  # again: nothing more
+    assert len(audits("webhook.pause")) == 1
+    response = post(browser, f"/admin/webhooks/{hook}/resume")
+    assert response.status_code == 302
+    db.session.rollback()
+    assert db.session.get(Webhook, hook).paused_at is None
+    assert text(browser.get(f"/admin/webhooks/{hook}"), "#state") == "active"
+    assert len(audits("webhook.resume")) == 1
+
+
+# --- who may, CSRF and 404 for the new addresses -------------------------------------------------
+
+
+def test_other_accounts_may_not_edit_pause_resume_or_test(world, hook):
+    """Webhooks are a System-Admin's: a Company-Admin (of acme, or of any company) may neither
+    open the edit form nor post it, even to add only its own company, nor pause, resume or
+    test one."""
+    before = stored()
+    for username in OTHERS:
+        browser = world.browser(username)
+        refused = browser.get(f"/admin/webhooks/{hook}/edit")
+        assert refused.status_code == 403 and h1(refused) == "Not allowed (403)", username
+        for path, data in (
+            (f"/admin/webhooks/{hook}/edit", {"url": URL, "company": ACME}),
+            (f"/admin/webhooks/{hook}/edit", {"url": URL, "add": "company", "add_company": ACME}),
+            (f"/admin/webhooks/{hook}/pause", {}),
+            (f"/admin/webhooks/{hook}/resume", {}),
+            (f"/admin/webhooks/{hook}/test", {}),
+        ):
+            response = post(browser, path, data)
+            assert response.status_code == 403, (username, path)
+        suggest = browser.get("/companies/suggest?for=webhooks&q=a")
+        assert suggest.status_code == 403, username
+    assert stored() == before
+
+
+def test_the_new_posts_need_the_csrf_token_and_a_known_webhook(world, hook):
+    browser = world.browser("root")
+    before = stored()
+    for path in ("edit", "pause", "resume", "test"):
+        response = post(browser, f"/admin/webhooks/{hook}/{path}", {"url": URL}, csrf=False)
+        assert response.status_code == 400, path
+        missing = post(browser, f"/admin/webhooks/{hook + 1}/{path}", {"url": URL})
+        assert missing.status_code == 404, path
+    assert browser.get(f"/admin/webhooks/{hook + 1}/edit").status_code == 404
+    assert stored() == before
+
+
+# --- copy buttons and the API documentation ------------------------------------------------------
+
+
+def test_secrets_have_a_copy_button_hidden_until_the_script_shows_it(world):
+    browser = world.browser("root")
+    response = post(browser, "/admin/webhooks", {"url": URL})
+    page = soup(response)
+    button = page.select_one("button.copy[data-copy=secret]")
+    assert button is not None and button.has_attr("hidden") and button["type"] == "button"
+    assert page.select_one("#secret-copied[role=status]") is not None
+    assert page.select_one("script[src$='copy.js']") is not None
+    tokens = world.browser("root")
+    created = post(tokens, "/account/tokens", {"label": "ci"})
+    if created.status_code == 302:
+        created = tokens.get(created.headers["Location"])
+    token_page = soup(created)
+    assert token_page.select_one("button.copy[data-copy=new-token]") is not None
+
+
+def test_the_api_documentation_is_linked_from_the_tokens_page_and_the_footer(world):
+    for username in ("root", "nobody"):
+        page = soup(world.browser(username).get("/account/tokens"))
+        assert page.select_one("#api-docs a[href='/rest/docs']") is not None
+        assert page.select_one("footer a[href='/rest/docs']") is not None
+    signed_out = soup(world.client.get("/login"))
+    assert signed_out.select_one("footer a[href='/rest/docs']") is not None

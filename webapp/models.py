@@ -521,7 +521,8 @@ class Webhook(Model):
     encrypted (services/events/sealing.py): every delivery is signed with it, so it is kept,
     but never in clear. `previous_secret_sealed`: the secret a rotation replaced, which signs
     too until `previous_secret_until` (then it is ignored, and cleared by the next rotation or
-    `flask events prune`)."""
+    `flask events prune`). `paused_at`: when it was paused (NULL: active); the worker sends
+    nothing to a paused webhook, and the events recorded meanwhile go out once it is resumed."""
 
     __tablename__ = "webhooks"
 
@@ -538,11 +539,13 @@ class Webhook(Model):
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime)
     previous_secret_sealed: Mapped[str | None] = mapped_column(Text)
     previous_secret_until: Mapped[datetime | None] = mapped_column(DateTime)
+    paused_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class WebhookAttempt(Model):
     """One POST of an event to a webhook: its answer's status (NULL: no answer), time taken,
-    and `outcome`: delivered, retry (another attempt is due) or failed (given up)."""
+    and `outcome`: delivered, retry (another attempt is due) or failed (given up); or `test`,
+    a test event sent from the webhook's page (`event_id` 0: no event of the feed)."""
 
     __tablename__ = "webhook_attempts"
     __table_args__ = (Index("ix_webhook_attempts_webhook", "webhook_id", "id"),)

@@ -2,7 +2,8 @@
 webhook through the form (a refused URL first), copies the secret shown once, opens the
 webhook's page, redelivers a failed event and deletes the webhook after the confirmation;
 axe-core finds no violation at all on the list (with the secret) or on the webhook's page, at
-desktop and phone width."""
+desktop and phone width. The companies' chooser adds and removes chips as one picks; a refused
+form focuses its first field at fault; the Copy button copies and says so; the edit page."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 from sqlalchemy import select
 
+from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
 from webapp.models import Webhook, WebhookAttempt
 from webapp.services.events import webhooks
 
+from .conftest import PASSWORD, wait_for_htmx
 from .test_axe import WIDTHS
 
 pytestmark = pytest.mark.slow  # a real browser
@@ -74,7 +77,7 @@ def test_add_see_the_secret_redeliver_and_delete(ready, factory, page: Page, liv
     page.get_by_label("URL").fill(URL)
     page.get_by_label("ddi.created").check()
     page.get_by_label("ddi.updated").check()
-    page.get_by_label("Companies").fill("acme")
+    page.get_by_label("Add a company").fill("acme")
     page.get_by_role("button", name="Add webhook").click()
 
     secret = page.locator("#secret")
@@ -129,3 +132,97 @@ def test_other_accounts_see_no_link_and_get_the_403_page(
     response = page.goto(f"{live_server}/admin/webhooks")
     assert response is not None and response.status == 403
     expect(page.get_by_role("heading", level=1)).to_have_text("Not allowed (403)")
+
+
+def test_companies_are_chips_added_and_removed_and_the_first_error_is_focused(
+    ready, page: Page, live_server, sign_in
+):
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks")
+    wait_for_htmx(page)
+    picker = page.get_by_label("Add a company")
+    picker.fill("glo")
+    page.get_by_role("option", name=re.compile("^globex")).click()
+    chips = page.locator("#company-chosen input[name=company]")
+    expect(chips).to_have_count(1)
+    expect(page.locator("#company-chosen")).to_contain_text("globex")
+    expect(picker).to_be_focused()  # ready for the next one
+    picker.fill("acm")
+    page.get_by_role("option", name=re.compile("^acme")).click()
+    expect(chips).to_have_count(2)
+    page.get_by_role("button", name="Remove globex").click()
+    expect(chips).to_have_count(1)
+    expect(page.locator("#company-chosen")).not_to_contain_text("globex")
+    expect(picker).to_be_focused()  # htmx swapped the chooser alone: no page load under way
+
+    # A refused form: every problem shown, the focus on the first field at fault.
+    page.get_by_label("URL").fill("ftp://nowhere.example.com/")
+    picker.fill("nosuchco")
+    page.get_by_role("button", name="Add webhook").click()
+    expect(page.locator("#url-error")).to_contain_text("must start with http:// or https://")
+    expect(page.locator("#add_company-error")).to_contain_text("Company 'nosuchco' does not exist.")
+    expect(page.get_by_label("URL")).to_be_focused()
+    expect(page.locator("#company-chosen input[name=company]")).to_have_count(1)  # acme kept
+    page.get_by_label("URL").fill(URL)
+    page.get_by_role("button", name="Add webhook").click()
+    expect(page.locator("#add_company")).to_be_focused()  # the URL is fine now
+    page.locator("#add_company").fill("")
+    page.get_by_role("button", name="Add webhook").click()
+    expect(page.locator("#secret")).to_be_visible()
+    db.session.rollback()
+    assert db.session.scalars(select(Webhook)).one().companies == "acme"
+
+
+def test_the_copy_button_copies_the_secret_and_says_so(ready, page: Page, live_server, sign_in):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server)
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks")
+    page.get_by_label("URL").fill(URL)
+    page.get_by_role("button", name="Add webhook").click()
+    secret = page.locator("#secret").inner_text()
+    button = page.get_by_role("button", name="Copy the signing secret")
+    expect(button).to_be_visible()
+    button.click()
+    expect(page.locator("#secret-copied")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == secret
+
+
+def test_without_javascript_the_secret_is_text_and_no_button(ready, browser, live_server):
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{live_server}/login")
+        page.get_by_label("Username").fill("boss")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.goto(f"{live_server}/admin/webhooks")
+        page.get_by_label("URL").fill(URL)
+        page.get_by_label("Add a company").fill("acme")
+        page.get_by_role("button", name="Add", exact=True).click()
+        expect(page.locator("#company-chosen")).to_contain_text("acme")
+        page.get_by_role("button", name="Add webhook").click()
+        expect(page.locator("#secret")).to_have_text(re.compile("^whsec_"))
+        expect(page.locator("button.copy")).to_be_hidden()
+    finally:
+        context.close()
+
+
+def test_edit_pause_and_test_from_the_page(ready, page: Page, live_server, sign_in):
+    hook, _ = webhooks.create(Principal.cli("test"), URL, (), ["acme"])
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks/{hook.id}")
+    page.get_by_role("link", name="Edit…").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Edit webhook {hook.id}")
+    expect(page.locator("#company-chosen")).to_contain_text("acme")
+    found = axe_violations(page)
+    assert not found, "axe-core on the edit page:\n  " + "\n  ".join(found)
+    page.get_by_label("user.created").check()
+    page.get_by_role("button", name=f"Save webhook {hook.id}").click()
+    expect(page.locator("#flashes")).to_contain_text(f"Webhook {hook.id} saved.")
+    expect(page.locator("#settings")).to_contain_text("user.created")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#state")).to_contain_text("paused since")
+    found = axe_violations(page)
+    assert not found, "axe-core on a paused webhook's page:\n  " + "\n  ".join(found)
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("#state")).to_have_text("active")

@@ -49,6 +49,8 @@ def webhooks_list() -> None:
             where += f", {len(state.failed)} failed"
         if state.recent:
             where += f", last answer: {answered(state.recent[0])}"
+        if hook.paused_at is not None:
+            where += ", paused"
         click.echo(f"{hook.id}  {hook.url}  {events}  {companies}  {where}")
 
 
@@ -87,6 +89,28 @@ def webhooks_rotate_secret(webhook_id: int) -> None:
         also = "the previous one could not be decrypted and is dropped"
     click.echo(f"Rotated the secret of webhook {hook.id}; {also}. New secret (shown once):")
     click.echo(secret)
+
+
+@webhooks_cli.command("pause")
+@click.argument("webhook_id", type=int)
+@friendly
+def webhooks_pause(webhook_id: int) -> None:
+    """Pause a webhook: nothing is sent to it until it is resumed."""
+    from ..services.events import webhooks
+
+    webhooks.set_paused(operator(), webhook_id, True)
+    click.echo(f"Paused webhook {webhook_id}: its events wait until it is resumed.")
+
+
+@webhooks_cli.command("resume")
+@click.argument("webhook_id", type=int)
+@friendly
+def webhooks_resume(webhook_id: int) -> None:
+    """Resume a paused webhook: the events recorded meanwhile go out, in order."""
+    from ..services.events import webhooks
+
+    webhooks.set_paused(operator(), webhook_id, False)
+    click.echo(f"Resumed webhook {webhook_id}.")
 
 
 @webhooks_cli.command("rekey")

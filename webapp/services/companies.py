@@ -210,7 +210,7 @@ def get(principal: Principal, company_id: str) -> Company:
 
 
 # --- company pickers ---------------------------------------------------------------------------
-PICKER_PURPOSES = ("records", "reports", "audit", "grants")
+PICKER_PURPOSES = ("records", "reports", "audit", "grants", "webhooks")
 SUGGESTIONS = 20  # at most this many suggestions as someone types
 CLOSEST = 5  # at most this many closest matches beside an unknown identifier
 MAX_TYPED = 200  # longer text matches nothing anyway (identifiers 64, names 200)
@@ -218,7 +218,8 @@ MAX_TYPED = 200  # longer text matches nothing anyway (identifiers 64, names 200
 
 def picker_scope(principal: Principal, purpose: str) -> CompanyScope:
     """The companies a picker for `purpose` may offer: a record form's or list's (records), the
-    report choice's (reports), the audit filter's (audit), the grants' (every company).
+    report choice's (reports), the audit filter's (audit), the grants' and a webhook's
+    companies (every company: both are a System-Admin's only).
     Forbidden when the principal may not use that picker at all; Invalid for another purpose."""
     if purpose == "records":
         principal.require_admin()
@@ -232,8 +233,11 @@ def picker_scope(principal: Principal, purpose: str) -> CompanyScope:
     if purpose == "grants":
         principal.require_system_admin("grant companies")
         return None
+    if purpose == "webhooks":
+        principal.require_system_admin("manage webhooks")
+        return None
     raise Invalid(
-        "Say which picker this is for: records, reports, audit or grants.",
+        "Say which picker this is for: records, reports, audit, grants or webhooks.",
         {"for": "must be one of " + ", ".join(PICKER_PURPOSES)},
     )
 

@@ -1,10 +1,16 @@
-"""Webhook pages (System-Admin): /admin/webhooks, a webhook's page, redeliver, rotate the
-signing secret, delete (docs/pages.md#webhooks, docs/events.md#webhooks).
+"""Webhook pages (System-Admin): /admin/webhooks, a webhook's page, edit, pause and resume,
+send a test event, redeliver, rotate the signing secret, delete (docs/pages.md#webhooks,
+docs/events.md#webhooks).
 
 Every rule (who may, what is a valid URL, event type or company, what may be redelivered) is
 services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret
 is shown once, in the answer to the POST that created the webhook or rotated its secret (never in
 a flash cookie, never on a later page), marked not to be cached.
+
+The add and edit forms take the companies with a company chooser (templates/_macros/pickers.html:
+the chosen ones as hidden fields `company`, each with a Remove button, and a picker `add_company`);
+a `company` value may also be a list separated by commas or spaces (a form posted without the
+chooser). A refused form shows every field at fault at once, the first one focused.
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from flask import Blueprint, flash, redirect, render_template, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from flask_wtf import FlaskForm
+from werkzeug.datastructures import MultiDict
 from wtforms import SelectMultipleField, StringField
 from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from wtforms.widgets import CheckboxInput, ListWidget
@@ -26,8 +33,9 @@ from ..database import utcnow
 from ..errors import ServiceError
 from ..models import Webhook, WebhookAttempt
 from ..security import NO_STORE
-from ..services.events import webhooks
+from ..services.events import ping, webhooks
 from ..services.events.journal import TYPES
+from . import pickers
 from .common import principal
 from .forms import FORM_STATUSES, ConfirmForm
 
@@ -35,7 +43,14 @@ bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 
 WHAT = "manage webhooks"
 SEPARATORS = re.compile(r"[\s,;]+")
-OUTCOMES = {"delivered": "delivered", "retry": "will retry", "failed": "failed (given up)"}
+OUTCOMES = {
+    "delivered": "delivered",
+    "retry": "will retry",
+    "failed": "failed (given up)",
+    "test": "test event (not retried)",
+}
+PURPOSE = "webhooks"  # the company picker's (services/companies.picker_scope)
+FIELDS = ("url", "event", "company")  # in the form's order: the first at fault gets the focus
 
 
 class WebhookForm(FlaskForm):
@@ -57,15 +72,51 @@ class WebhookForm(FlaskForm):
         option_widget=CheckboxInput(),
         description="None ticked: every event type.",
     )
-    company = StringField(
-        "Companies",
-        description="Company identifiers, separated by commas or spaces. Empty: every company.",
-        render_kw={"autocomplete": "off", "spellcheck": "false"},
-    )
 
-    def companies(self) -> list[str]:
-        """The identifiers typed, in order, as typed (the service says what is wrong)."""
-        return [c for c in SEPARATORS.split(self.company.data or "") if c]
+
+COMPANIES_HINT = (
+    "The companies whose events it receives (either side of a move). None chosen: every company."
+)
+
+
+def chosen_companies(values: MultiDict) -> list[str]:
+    """The companies a form sent (`company`, repeated; each may itself be a list separated by
+    commas or spaces), in order, as sent (the service says what is wrong)."""
+    return [c for v in values.getlist("company") for c in SEPARATORS.split(v) if c]
+
+
+def chooser(me: Principal, ids: list[str]) -> pickers.Chosen:
+    """The form's company list as this request leaves it (a Remove pressed, one added)."""
+    values = request.form if request.method == "POST" else MultiDict()
+    return pickers.choose(me, PURPOSE, "company", ids, values)
+
+
+def refused(form: WebhookForm, chosen: pickers.Chosen, exc: ServiceError) -> int:
+    """Every field the service refused, with its sentence beside it (the companies' beside
+    the chooser's picker, with the closest matches to what was typed there); the status."""
+    if not isinstance(exc, webhooks.SettingsInvalid):
+        return _form_error(form, exc)
+    for name, sentence in exc.sentences.items():
+        if name == "company":
+            picked = chosen.picked
+            chosen.picked = pickers.Picked(picked.text, error=sentence, matches=picked.matches)
+        else:
+            getattr(form, name).errors = [sentence]
+    return exc.status
+
+
+def first_invalid(form: WebhookForm, chosen: pickers.Chosen) -> str | None:
+    """The field to focus after a refused form: the first at fault, in the form's order."""
+    for name in FIELDS:
+        if chosen.picked.error if name == "company" else getattr(form, name).errors:
+            return name
+    return None
+
+
+def _settings(chosen: pickers.Chosen) -> list[str]:
+    """What to send the service: the chosen companies, and text left in the picker that names
+    none (the service refuses it with its sentence, beside the other fields' own)."""
+    return chosen.ids + ([chosen.picked.text] if chosen.picked.error else [])
 
 
 def when(moment: datetime | None) -> str:
@@ -131,17 +182,21 @@ def _admin() -> Principal:
 def index() -> ResponseReturnValue:
     me = _admin()
     form = WebhookForm()
+    chosen = chooser(me, chosen_companies(request.form))
     status = 200
     created: tuple[Webhook, str] | None = None
-    if form.validate_on_submit():
+    if pickers.pressed(request.form):
+        status = 200 if chosen.ok else 400  # Add or Remove: the form again, nothing saved
+    elif form.validate_on_submit():
         try:
             created = webhooks.create(
-                me, form.url.data or "", form.event.data or [], form.companies()
+                me, form.url.data or "", form.event.data or [], _settings(chosen)
             )
         except ServiceError as exc:
-            status = _form_error(form, exc)
+            status = refused(form, chosen, exc)
         else:
             form = WebhookForm(formdata=None)
+            chosen = pickers.Chosen("company", [])
             flash(f"Webhook {created[0].id} created for {created[0].url}.", "success")
     elif form.is_submitted():
         status = 400  # the CSRF check is CSRFProtect's: here only if a field is refused
@@ -150,12 +205,54 @@ def index() -> ResponseReturnValue:
         "webhooks/index.html",
         rows=rows,
         form=form,
+        chosen=chosen,
+        focus=first_invalid(form, chosen) if status == 400 else None,
+        hint=COMPANIES_HINT,
         created=created[0] if created else None,
         secret=created[1] if created else None,
         when=when,
     )
     # The answer that shows the secret, and every page that lists webhooks: kept by no cache.
     return html, status, NO_STORE
+
+
+@bp.route("/<int:webhook_id>/edit", methods=["GET", "POST"], endpoint="edit")
+@login_required
+def edit(webhook_id: int) -> ResponseReturnValue:
+    """A webhook's URL, events and companies: the form, and saving it (the cursor stays)."""
+    me = _admin()
+    hook = webhooks.get(me, webhook_id)  # 404 for an unknown webhook
+    if request.method == "POST":
+        form = WebhookForm()
+        ids = chosen_companies(request.form)
+    else:
+        form = WebhookForm(data={"url": hook.url, "event": webhooks.named(hook.event_types)})
+        ids = webhooks.named(hook.companies)
+    chosen = chooser(me, ids)
+    status = 200
+    if pickers.pressed(request.form):
+        status = 200 if chosen.ok else 400
+    elif form.validate_on_submit():
+        try:
+            webhooks.edit(
+                me, webhook_id, form.url.data or "", form.event.data or [], _settings(chosen)
+            )
+        except ServiceError as exc:
+            status = refused(form, chosen, exc)
+        else:
+            flash(f"Webhook {webhook_id} saved.", "success")
+            return redirect(url_for("webhooks.page", webhook_id=webhook_id))
+    elif form.is_submitted():
+        status = 400
+    html = render_template(
+        "webhooks/edit.html",
+        hook=hook,
+        form=form,
+        chosen=chosen,
+        focus=first_invalid(form, chosen) if status == 400 else None,
+        hint=COMPANIES_HINT,
+    )
+    return html, status
 
 
 def _page(
@@ -184,13 +281,59 @@ def page(webhook_id: int) -> ResponseReturnValue:
     return _page(_admin(), webhook_id)
 
 
+def _confirmed(me: Principal, webhook_id: int) -> ResponseReturnValue | None:
+    """None when the POST holds a valid CSRF token; else the page with why (400)."""
+    webhooks.get(me, webhook_id)  # 404 for an unknown webhook
+    if ConfirmForm().validate_on_submit():
+        return None
+    return _page(me, webhook_id, "The form has expired; reload the page and try again.", 400)
+
+
+@bp.post("/<int:webhook_id>/pause", endpoint="pause")
+@login_required
+def pause(webhook_id: int) -> ResponseReturnValue:
+    me = _admin()
+    if (expired := _confirmed(me, webhook_id)) is not None:
+        return expired
+    webhooks.set_paused(me, webhook_id, True)
+    flash(f"Webhook {webhook_id} is paused: nothing is sent to it until it is resumed.", "info")
+    return redirect(url_for("webhooks.page", webhook_id=webhook_id))
+
+
+@bp.post("/<int:webhook_id>/resume", endpoint="resume")
+@login_required
+def resume(webhook_id: int) -> ResponseReturnValue:
+    me = _admin()
+    if (expired := _confirmed(me, webhook_id)) is not None:
+        return expired
+    webhooks.set_paused(me, webhook_id, False)
+    flash(f"Webhook {webhook_id} is resumed: the events held back go out in order.", "success")
+    return redirect(url_for("webhooks.page", webhook_id=webhook_id))
+
+
+@bp.post("/<int:webhook_id>/test", endpoint="test")
+@login_required
+def send_test(webhook_id: int) -> ResponseReturnValue:
+    """Send a test event now (through the delivery's Sender: checked, signed, 10 s at most);
+    the page then says what the receiver answered, and the attempt is in its list."""
+    me = _admin()
+    if (expired := _confirmed(me, webhook_id)) is not None:
+        return expired
+    attempt = ping.send_test(me, webhook_id)
+    if attempt.status is not None and 200 <= attempt.status < 300:
+        flash(f"Test event delivered to webhook {webhook_id}: HTTP {attempt.status}.", "success")
+    else:
+        said = f"HTTP {attempt.status}" if attempt.status is not None else attempt.error
+        flash(f"Test event not delivered to webhook {webhook_id}: {said}.", "error")
+    return redirect(url_for("webhooks.page", webhook_id=webhook_id, _anchor="attempts-head"))
+
+
 @bp.post("/<int:webhook_id>/redeliver/<int:event_id>", endpoint="redeliver")
 @login_required
 def redeliver(webhook_id: int, event_id: int) -> ResponseReturnValue:
     me = _admin()
-    webhooks.get(me, webhook_id)  # 404 for an unknown webhook
-    if not ConfirmForm().validate_on_submit():
-        return _page(me, webhook_id, "The form has expired; reload the page and try again.", 400)
+    if (expired := _confirmed(me, webhook_id)) is not None:
+        return expired
     try:
         webhooks.redeliver(me, webhook_id, event_id)
     except ServiceError as exc:

@@ -94,8 +94,14 @@ SECRET_UNREADABLE = "secret unreadable: no configured key decrypts it; rotate th
 
 
 # A webhook's signing secrets, read again before each POST (Worker._may_go_on).
-SECRETS = (Webhook.secret_sealed, Webhook.previous_secret_sealed, Webhook.previous_secret_until)
-Secrets = Row[str, str | None, datetime | None]
+# With them, whether it was paused meanwhile: a pause stops a delivery under way.
+SECRETS = (
+    Webhook.secret_sealed,
+    Webhook.previous_secret_sealed,
+    Webhook.previous_secret_until,
+    Webhook.paused_at,
+)
+Secrets = Row[str, str | None, datetime | None, datetime | None]
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -268,11 +274,18 @@ class Sender:
         self._pools: OrderedDict[tuple[str, str, str, int], HTTPConnectionPool] = OrderedDict()
         self._pools_lock = threading.Lock()
 
-    def send(self, url: str, secrets: Sequence[str], event: dict[str, Any]) -> Answer:
+    def send(
+        self,
+        url: str,
+        secrets: Sequence[str],
+        event: dict[str, Any],
+        message_id: str | None = None,
+    ) -> Answer:
         """POST `event`, signed with each of `secrets` (newest first): Standard Webhooks puts
-        the signatures in one header, separated by spaces, and a receiver accepts any."""
+        the signatures in one header, separated by spaces, and a receiver accepts any.
+        `message_id`: the webhook-id header (default `evt_<event id>`)."""
         body = json.dumps(event, separators=(",", ":"))
-        message_id = f"evt_{event['id']}"
+        message_id = message_id or f"evt_{event['id']}"
         now = datetime.now(UTC)  # the signer takes an instant in UTC
         headers = {
             "content-type": "application/json",
@@ -638,6 +651,7 @@ class Worker:
         query = select(Webhook.id).where(
             or_(Webhook.cursor < newest, queued),
             or_(Webhook.next_attempt_at.is_(None), Webhook.next_attempt_at <= self.clock()),
+            Webhook.paused_at.is_(None),
         )
         ids = list(db.session.scalars(query))
         db.session.rollback()
@@ -646,7 +660,9 @@ class Worker:
     def _serve(self, webhook_id: int) -> bool:
         """Deliver what is due to one webhook, whose lock the worker holds for this thread."""
         hook = db.session.get(Webhook, webhook_id)
-        if hook is None or (hook.next_attempt_at and hook.next_attempt_at > self.clock()):
+        if hook is None or hook.paused_at is not None:
+            return False
+        if hook.next_attempt_at and hook.next_attempt_at > self.clock():
             return False
         # A plain object from here: _save writes its progress with one UPDATE, which finds
         # nothing (and saves nothing) if the webhook was deleted meanwhile.
@@ -660,6 +676,9 @@ class Worker:
                     self._save(hook, progress)
                     return worked
                 if not self._may_go_on(hook):  # lock lost (nothing saved) or deleted
+                    return worked
+                if hook.paused_at is not None:  # paused meanwhile: keep what was done
+                    self._save(hook, progress)
                     return worked
                 worked = True
                 if not self._attempt(hook, item, progress):
@@ -678,7 +697,8 @@ class Worker:
     def _may_go_on(self, hook: Webhook) -> bool:
         """Before each POST: whether the worker still holds the webhook's lock and the webhook
         is still there (deleted, nothing more is sent to it after the POST under way); and its
-        signing secrets as they are now, so a rotation reaches a delivery under way."""
+        signing secrets as they are now, so a rotation reaches a delivery under way, and
+        whether it was paused meanwhile (`hook.paused_at`)."""
         if self.locks.postgres:
             now = self.locks.holding(hook.id)  # all in one round trip
         else:
@@ -689,6 +709,7 @@ class Worker:
         hook.secret_sealed = now.secret_sealed
         hook.previous_secret_sealed = now.previous_secret_sealed
         hook.previous_secret_until = now.previous_secret_until
+        hook.paused_at = now.paused_at
         return True
 
     def _batches(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -82,26 +82,68 @@ def parse_types(values: Iterable[Any]) -> list[str]:
 
 
 def parse_companies(values: Iterable[Any]) -> list[str]:
-    """Company identifiers, each well formed and existing; empty: every company."""
+    """Company identifiers, each well formed and existing; empty: every company. Invalid
+    (field `company`) names every identifier at fault, not only the first."""
     chosen: list[str] = []
+    wrong: list[str] = []  # one sentence per identifier at fault, in the order given
+    why_first: str | None = None
     for value in values:
-        if len(chosen) >= MAX_COMPANIES:
-            raise Invalid(
-                f"A webhook names at most {MAX_COMPANIES} companies (none: every company).",
-                {"company": f"at most {MAX_COMPANIES}"},
-            )
+        if len(chosen) > MAX_COMPANIES:
+            break  # refused below, however many more were given
         if (why := check_format("company", value)) is not None:
-            raise Invalid(f"Company '{value}' {why}.", {"company": why})
-        if value not in chosen:
+            wrong.append(f"Company '{value}' {why}.")
+            why_first = why_first or why
+        elif value not in chosen:
             chosen.append(value)
+    if len(chosen) > MAX_COMPANIES:
+        raise Invalid(
+            f"A webhook names at most {MAX_COMPANIES} companies (none: every company).",
+            {"company": f"at most {MAX_COMPANIES}"},
+        )
     if chosen:
         found = set(db.session.scalars(select(Company.id).where(Company.id.in_(chosen))))
         for company in chosen:
             if company not in found:
-                raise Invalid(
-                    f"Company '{company}' does not exist.", {"company": "unknown company"}
-                )
+                wrong.append(f"Company '{company}' does not exist.")
+                why_first = why_first or "unknown company"
+    if wrong:
+        raise Invalid(" ".join(wrong), {"company": why_first or "unknown company"})
     return chosen
+
+
+class SettingsInvalid(Invalid):
+    """A webhook's settings with one field at fault or more: `sentences` maps each of them
+    (`url`, `event`, `company`) to what is wrong with it, so a form shows them all at once;
+    `message` is every sentence, in that order."""
+
+    def __init__(self, sentences: dict[str, str], fields: dict[str, str]):
+        super().__init__(" ".join(sentences.values()), fields)
+        self.sentences = sentences
+
+
+def parse_settings(
+    url: Any, event_types: Iterable[Any], companies: Iterable[Any]
+) -> tuple[str, list[str], list[str]]:
+    """A webhook's URL, event types and companies, each checked as parse_url, parse_types and
+    parse_companies check it; SettingsInvalid naming every field at fault (not only the
+    first), so whoever typed them fixes them in one go."""
+    sentences: dict[str, str] = {}
+    fields: dict[str, str] = {}
+    parsed: dict[str, Any] = {}
+    steps: tuple[tuple[str, Callable[[Any], Any], Any], ...] = (
+        ("url", parse_url, url),
+        ("event", parse_types, event_types),
+        ("company", parse_companies, companies),
+    )
+    for name, parse, value in steps:
+        try:
+            parsed[name] = parse(value)
+        except Invalid as exc:
+            sentences[name] = exc.message
+            fields.update(exc.fields)
+    if sentences:
+        raise SettingsInvalid(sentences, fields)
+    return parsed["url"], parsed["event"], parsed["company"]
 
 
 def new_secret() -> str:
@@ -131,14 +173,12 @@ def create(
 ) -> tuple[Webhook, str]:
     """Register a webhook; return it and its signing secret (the only time it is shown).
 
-    Guarantees: System-Admin only (Forbidden); a bad URL, type or company is Invalid and
-    nothing is written. The webhook receives the matching events committed after it: its
-    cursor starts at the last id committed now."""
+    Guarantees: System-Admin only (Forbidden); a bad URL, type or company is SettingsInvalid
+    (naming every field at fault) and nothing is written. The webhook receives the matching
+    events committed after it: its cursor starts at the last id committed now."""
     principal.require_system_admin("manage webhooks")
-    url = parse_url(url)
-    types = parse_types(event_types)
     with write_transaction() as session:
-        chosen = parse_companies(companies)
+        url, types, chosen = parse_settings(url, event_types, companies)
         secret = new_secret()
         last = newest_event()
         hook = Webhook(
@@ -153,8 +193,69 @@ def create(
         )
         session.add(hook)
         session.flush()
-        _audit(principal, "webhook.create", hook, after=describe(hook))
+        audit_action(principal, "webhook.create", hook, after=describe(hook))
     return hook, secret
+
+
+def edit(
+    principal: Principal,
+    webhook_id: int,
+    url: Any,
+    event_types: Iterable[Any] = (),
+    companies: Iterable[Any] = (),
+) -> Webhook:
+    """Change a webhook's URL, event types and companies (all three given: an empty list is
+    every type, every company).
+
+    Guarantees: System-Admin only (Forbidden); NotFound if there is no such webhook; the URL
+    is checked as at creation (targets.py: a public address, or one WEBHOOK_ALLOW_NETWORKS
+    allows), and any field at fault is SettingsInvalid naming every one, with nothing written.
+    The cursor stays: the new filters apply to the events it has not handled yet. A new URL
+    ends the wait of an event being retried (the next attempt is due at once). Audited as
+    webhook.update with the settings before and after."""
+    principal.require_system_admin("manage webhooks")
+    with write_transaction() as session:
+        url, types, chosen = parse_settings(url, event_types, companies)
+        hook = _locked(session, webhook_id)
+        before = describe(hook)
+        if url != hook.url:
+            hook.next_attempt_at = None
+        hook.url = url
+        hook.event_types = _listed(types)
+        hook.companies = _listed(chosen)
+        after = describe(hook)
+        if after != before:
+            audit_action(principal, "webhook.update", hook, before=before, after=after)
+    return hook
+
+
+def set_paused(principal: Principal, webhook_id: int, paused: bool) -> Webhook:
+    """Pause a webhook (the worker sends it nothing, and stops after the POST under way) or
+    resume it (its next attempt is due at once).
+
+    Guarantees: System-Admin only (Forbidden); NotFound if there is no such webhook. The
+    cursor stays where it is: the matching events recorded while it was paused wait, and go
+    out in order once it is resumed (docs/events.md#pausing-a-webhook). Pausing a paused
+    webhook, or resuming an active one, changes nothing and records nothing. Audited as
+    webhook.pause and webhook.resume."""
+    principal.require_system_admin("manage webhooks")
+    with write_transaction() as session:
+        hook = _locked(session, webhook_id)
+        if paused == (hook.paused_at is not None):
+            return hook
+        if paused:
+            hook.paused_at = utcnow()
+        else:
+            hook.paused_at, hook.next_attempt_at = None, None
+        audit_action(principal, "webhook.pause" if paused else "webhook.resume", hook)
+    return hook
+
+
+def _locked(session: Any, webhook_id: int) -> Webhook:
+    hook = session.get(Webhook, webhook_id, with_for_update=True)
+    if hook is None:
+        raise NotFound(f"There is no webhook {webhook_id}.")
+    return hook
 
 
 def signing_secrets(hook: Webhook, now: datetime) -> list[str]:
@@ -200,7 +301,7 @@ def rotate_secret(principal: Principal, webhook_id: int) -> tuple[Webhook, str]:
             detail = f"the previous secret also signs until {until} UTC"
         else:
             detail = "the previous secret could not be decrypted: dropped"
-        _audit(principal, "webhook.rotate-secret", hook, detail=detail)
+        audit_action(principal, "webhook.rotate-secret", hook, detail=detail)
     return hook, secret
 
 
@@ -252,7 +353,8 @@ def describe(hook: Webhook) -> dict[str, Any]:
     }
 
 
-def _audit(principal: Principal, action: str, hook: Webhook, **values: Any) -> None:
+def audit_action(principal: Principal, action: str, hook: Webhook, **values: Any) -> None:
+    """Record an action on a webhook in the audit log (in the transaction under way)."""
     audit.record(db.session(), [audit.entry(principal, action, f"webhook {hook.id}", **values)])
 
 
@@ -278,7 +380,7 @@ def delete_webhook(principal: Principal, webhook_id: int) -> None:
         hook = session.get(Webhook, webhook_id, with_for_update=True)
         if hook is None:
             raise NotFound(f"There is no webhook {webhook_id}.")
-        _audit(principal, "webhook.delete", hook, before=describe(hook))
+        audit_action(principal, "webhook.delete", hook, before=describe(hook))
         session.delete(hook)
 
 
@@ -315,7 +417,7 @@ def redeliver(principal: Principal, webhook_id: int, event_id: int) -> None:
             session.flush()
         except IntegrityError as exc:
             raise Conflict(f"Event {event_id} is already queued for this webhook.") from exc
-        _audit(principal, "webhook.redeliver", hook, detail=f"event {event_id}")
+        audit_action(principal, "webhook.redeliver", hook, detail=f"event {event_id}")
 
 
 def _event_kept(event_id: int) -> bool:
