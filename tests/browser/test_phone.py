@@ -1,6 +1,7 @@
 """Phone width (390 by 844 px) in a real browser: the navigation is a one-row menu button that opens
 with or without JavaScript, the company picker's suggestions show whole names, and the company
-page's tables and a day's drill-down fit the screen instead of scrolling sideways."""
+page's tables, a day's drill-down and the API reference's tables fit the screen instead of
+scrolling sideways."""
 
 from __future__ import annotations
 
@@ -160,4 +161,17 @@ def test_a_day_drill_down_fits_a_phone(ready, live_server, page: Page, sign_in):
     page.locator(f"table.calendar td[data-date='{today}'] a.day").click()
     expect(page.locator("#panel table.day-records tbody tr")).to_have_count(2)
     no_sideways_scroll(page, "#panel table.day-records")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_the_api_reference_tables_fit_a_phone(live_server, page: Page):
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server}/rest/docs")
+    expect(page.locator("table.api-members").first).to_be_visible()
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('.table-wrap')]
+            .filter((wrap) => wrap.scrollWidth > wrap.clientWidth)
+            .map((wrap) => wrap.getAttribute('aria-label'))"""
+    )
+    assert cut == [], f"tables scrolling sideways: {cut}"
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
