@@ -178,3 +178,29 @@ def test_the_api_reference_tables_fit_a_phone(live_server, page: Page):
     )
     assert cut == [], f"tables scrolling sideways: {cut}"
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_long_names_wrap_instead_of_widening_a_page(ready, live_server, factory, page, sign_in):
+    """An e-mail address as a username, a long company id: the accounts list, the account's
+    grants form and a day's drill-down wrap them inside the screen."""
+    long_id = "international-telecommunications-holdings"
+    long_user = "firstname.lastname.longer@example-company.com"
+    factory.company(long_id, "International Telecommunications Holdings Incorporated")
+    factory.account(long_user, admin_of=["acme", long_id])
+    factory.user(long_user, "acme")
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    today = datetime.now(UTC).date().isoformat()
+    for path in (
+        "/admin/accounts",
+        f"/admin/accounts/{long_user}/grants",
+        f"/reports/users/day?company=acme&date={today}",
+    ):
+        page.goto(f"{live_server}{path}")
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+        cut = page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap')]
+                .filter((wrap) => wrap.scrollWidth > wrap.clientWidth).length"""
+        )
+        assert cut == 0, f"{path}: a table scrolls sideways"
