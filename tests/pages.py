@@ -1,6 +1,6 @@
 """Every page of the app in one table, for the checks that must hold on all of them: exactly
-one h1 (tests/test_headings.py) and no serious or critical axe-core violation at desktop and
-phone width (tests/browser/test_axe.py).
+one h1 (tests/test_headings.py), and no axe-core violation (WCAG 2.2 A and AA, best
+practices) at desktop and phone width, nor a page wider than a phone (tests/browser/test_axe.py).
 
 A new page is one more line in PAGES. Paths are str.format templates: `{token}` (the
 System-Admin's API token id), `{preview}` (an import preview of the System-Admin's),

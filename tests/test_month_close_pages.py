@@ -254,11 +254,17 @@ def test_the_months_page_lists_states(world):
     page = soup(root.get("/reports/months"))
     row = page.find(id=f"month-{LABEL}")
     assert row is not None and "Closed" in row.get_text() and "version 1" in row.get_text()
-    changes = [a["href"] for a in row.find_all("a") if "/changes" in a["href"]]
-    assert changes == [
+    changes = [a for a in row.find_all("a") if "/changes" in a["href"]]
+    assert [a["href"] for a in changes] == [
         f"/reports/months/{LABEL}/changes?kind=ddi",
         f"/reports/months/{LABEL}/changes?kind=user",
     ]
+    # Each name begins with the word it shows (WCAG 2.5.3, label in name).
+    assert [" ".join(a.get_text().split()) for a in changes] == [
+        "DDIs changed since the close of October 2025",
+        "phone users changed since the close of October 2025",
+    ]
+    assert not any(a.has_attr("aria-label") for a in changes)
     now = datetime.now(UTC)
     current = page.find(id=f"month-{now.year:04d}-{now.month:02d}")
     assert current is not None and "Open, to date" in current.get_text()

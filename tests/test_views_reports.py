@@ -26,6 +26,7 @@ from .factories import Factory, World, add_history
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
 NAMES = {HOME: "Acme Telecom", OTHER: "Globex", SECOND: "Initech"}
+NOUN = {"ddi": "DDIs", "user": "phone users"}  # the calendar day links' words for a screen reader
 KINDS = ("ddi", "user")
 PAGES = {"ddi": "/reports/ddis", "user": "/reports/users"}
 API = {"ddi": "/rest/call/readDDICount", "user": "/rest/call/readUserCount"}
@@ -271,6 +272,14 @@ def test_one_company_is_a_calendar_from_monday(browsers, kind):
                 assert link["href"] == link["hx-get"]
                 assert link["hx-target"] == "#panel"
                 assert f"date={day.isoformat()}" in link["href"]
+                # Its name begins with what it shows, then words for a screen reader (WCAG
+                # 2.5.3, label in name): "1 52,806, the peak on 1 October: show the DDIs".
+                assert not link.has_attr("aria-label")
+                shown = f"{day.day} {found[cell['data-date']]:,}"
+                assert " ".join(link.get_text(" ", strip=True).split()).startswith(shown)
+                assert link.select_one(".visually-hidden").get_text() == (
+                    f", the peak on {day.day} October: show the {NOUN[kind]}"
+                )
         assert found == dict(zip(october(), EXPECTED[company], strict=True))
         # Totals beneath, exactly the service's figures.
         for_month, per_day = TOTALS[company]

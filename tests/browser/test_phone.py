@@ -1,0 +1,214 @@
+"""Phone width (390 by 844 px) in a real browser: the navigation is a one-row menu button that opens
+with or without JavaScript, the company picker's suggestions show whole names, and the company
+page's tables, a day's drill-down and the API reference's tables fit the screen instead of
+scrolling sideways."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from webapp.database import write_transaction
+from webapp.models import HistoryInterval
+
+from ..factories import rollup_rebuilt
+from .conftest import PASSWORD, VIEWPORT, wait_for_htmx
+
+pytestmark = pytest.mark.slow  # a real browser
+
+PHONE = {"width": 390, "height": 844}
+LONG_NAME = "Acme Telecommunications International Holdings Ltd"
+NAV_ROW = 48  # px: the closed menu is one row
+
+
+@pytest.fixture
+def ready(factory):
+    """A System-Admin, a company with a long name and DDIs whose history spans days, so the
+    company page has its tables and today's drill-down a DDI from the day before."""
+    factory.account("root", system_admin=True)
+    factory.company("acme", LONG_NAME)
+    factory.company("globex", "Globex")
+    factory.ddi("44", "2071000001", "acme")
+    factory.user("alice", "acme")
+    yesterday = datetime.now(UTC).replace(tzinfo=None) - timedelta(days=1)
+    with write_transaction() as session:
+        session.add(
+            HistoryInterval(
+                kind="ddi",
+                company="acme",
+                key="44:2071000002",
+                start_at=yesterday,
+                end_at=None,
+                source="import",
+            )
+        )
+        rollup_rebuilt(session)
+
+
+def nav_height(page: Page) -> float:
+    return page.evaluate("document.querySelector('header.topbar').getBoundingClientRect().height")
+
+
+def no_sideways_scroll(page: Page, table: str) -> None:
+    """Neither the page nor the table is wider than the screen: no column is cut off."""
+    expect(page.locator(table)).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    widths = page.evaluate(
+        """(selector) => {
+            const table = document.querySelector(selector);
+            const wrap = table.closest('.table-wrap') || table;
+            return [table.scrollWidth, table.clientWidth, wrap.scrollWidth, wrap.clientWidth];
+        }""",
+        table,
+    )
+    table_scroll, table_client, wrap_scroll, wrap_client = widths
+    assert table_scroll <= table_client, f"{table} scrolls sideways: {widths}"
+    assert wrap_scroll <= wrap_client, f"{table}'s wrapper scrolls sideways: {widths}"
+
+
+def test_the_menu_is_one_row_on_a_phone_and_opens(ready, live_server, page: Page, sign_in):
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    nav = page.get_by_role("navigation", name="Main")
+    menu = page.locator("details.menu > summary")
+    expect(menu).to_be_visible()
+    expect(nav.get_by_role("link", name="Months")).to_be_hidden()
+    assert nav_height(page) <= NAV_ROW
+
+    menu.click()
+    expect(nav.get_by_role("link", name="Months")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    nav.get_by_role("link", name="Months").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Months")
+    expect(page.locator("details.menu")).not_to_have_attribute("open", "")  # closed again
+    assert nav_height(page) <= NAV_ROW
+
+    # At desktop width the links show without the button; static/menu.js opens the menu too,
+    # for a browser whose CSS cannot show a closed menu's content.
+    page.set_viewport_size(VIEWPORT)
+    expect(menu).to_be_hidden()
+    expect(page.locator("details.menu")).to_have_attribute("open", "")
+    expect(nav.get_by_role("link", name="Companies")).to_be_visible()
+    nav.get_by_role("link", name="Companies").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Companies")
+    expect(page.locator("details.menu")).to_have_attribute("open", "")
+
+
+def test_the_menu_works_without_javascript(ready, live_server, browser: Browser):
+    context = browser.new_context(java_script_enabled=False, viewport=PHONE, locale="en-GB")
+    plain = context.new_page()
+    plain.goto(f"{live_server}/login")
+    plain.get_by_label("Username").fill("root")
+    plain.get_by_label("Password").fill(PASSWORD)
+    plain.get_by_role("button", name="Sign in").click()
+    expect(plain.get_by_text("Signed in as root.")).to_be_visible()
+    assert nav_height(plain) <= NAV_ROW
+
+    nav = plain.get_by_role("navigation", name="Main")
+    plain.locator("details.menu > summary").click()
+    nav.get_by_role("link", name="Audit").click()
+    expect(plain.get_by_role("heading", level=1)).to_contain_text("Audit")
+    # At desktop width the closed menu's links show anyway (CSS alone, no script to open it).
+    plain.set_viewport_size(VIEWPORT)
+    expect(plain.locator("details.menu > summary")).to_be_hidden()
+    expect(plain.locator("details.menu")).not_to_have_attribute("open", "")
+    nav.get_by_role("link", name="Months").click()
+    expect(plain.get_by_role("heading", level=1)).to_contain_text("Months")
+    plain.set_viewport_size(PHONE)
+
+    plain.locator("details.menu > summary").click()
+    plain.get_by_role("button", name="Sign out").click()
+    expect(plain.get_by_role("heading", name="Sign in")).to_be_visible()
+    context.close()
+
+
+def test_picker_suggestions_show_whole_names(ready, live_server, page: Page, sign_in):
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    wait_for_htmx(page)
+    page.get_by_role("combobox", name="Company").fill("acm")
+    option = page.get_by_role("option")
+    expect(option).to_have_count(1)
+    expect(option).to_contain_text(LONG_NAME)
+    sizes = option.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+    assert sizes[0] <= sizes[1], f"the suggestion is cut: {sizes}"
+    # The whole name is inside the list, on screen.
+    name_box = option.locator(".picker-name").bounding_box()
+    list_box = page.get_by_role("listbox").filter(has=option).bounding_box()
+    assert name_box and list_box
+    assert name_box["x"] + name_box["width"] <= list_box["x"] + list_box["width"] + 0.5
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_company_page_tables_fit_a_phone(ready, live_server, page: Page, sign_in):
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    page.goto(f"{live_server}/companies/acme")
+    no_sideways_scroll(page, "#month-totals")
+    no_sideways_scroll(page, "#month-days")
+    # Each month's figures stay labelled once the header row is out of sight.
+    this_month = page.locator("#month-totals tbody tr").last
+    expect(this_month.get_by_role("cell", name=re.compile(r"^DDI days \d"))).to_be_visible()
+    expect(this_month.get_by_role("cell", name=re.compile(r"^User days \d"))).to_be_visible()
+
+
+def test_a_day_drill_down_fits_a_phone(ready, live_server, page: Page, sign_in):
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    today = datetime.now(UTC).date().isoformat()
+    page.goto(f"{live_server}/reports/ddis/day?company=acme&date={today}")
+    expect(page.locator("table.day-records tbody tr")).to_have_count(2)
+    no_sideways_scroll(page, "table.day-records")
+    earlier = page.locator("table.day-records tbody tr[data-key='44:2071000002']")
+    expect(earlier.get_by_role("cell", name="From 00:00:00 (from the day before)")).to_be_visible()
+    expect(earlier.get_by_role("cell", name="Until end of day (continues)")).to_be_visible()
+
+    # The same drill-down opened in the calendar's panel.
+    page.goto(f"{live_server}/reports/ddis?company=acme")
+    wait_for_htmx(page)
+    page.locator(f"table.calendar td[data-date='{today}'] a.day").click()
+    expect(page.locator("#panel table.day-records tbody tr")).to_have_count(2)
+    no_sideways_scroll(page, "#panel table.day-records")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_the_api_reference_tables_fit_a_phone(live_server, page: Page):
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server}/rest/docs")
+    expect(page.locator("table.api-members").first).to_be_visible()
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('.table-wrap')]
+            .filter((wrap) => wrap.scrollWidth > wrap.clientWidth)
+            .map((wrap) => wrap.getAttribute('aria-label'))"""
+    )
+    assert cut == [], f"tables scrolling sideways: {cut}"
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_long_names_wrap_instead_of_widening_a_page(ready, live_server, factory, page, sign_in):
+    """An e-mail address as a username, a long company id: the accounts list, the account's
+    grants form and a day's drill-down wrap them inside the screen."""
+    long_id = "international-telecommunications-holdings"
+    long_user = "firstname.lastname.longer@example-company.com"
+    factory.company(long_id, "International Telecommunications Holdings Incorporated")
+    factory.account(long_user, admin_of=["acme", long_id])
+    factory.user(long_user, "acme")
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    today = datetime.now(UTC).date().isoformat()
+    for path in (
+        "/admin/accounts",
+        f"/admin/accounts/{long_user}/grants",
+        f"/reports/users/day?company=acme&date={today}",
+    ):
+        page.goto(f"{live_server}{path}")
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+        cut = page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap')]
+                .filter((wrap) => wrap.scrollWidth > wrap.clientWidth).length"""
+        )
+        assert cut == 0, f"{path}: a table scrolls sideways"
