@@ -234,7 +234,7 @@ def render_list(
         "back_query": _back_query(screen, state),
         "marked": marked,
         "changed_note": _changed_note(p, screen, state, page, marked),
-        "list_url": _list_url(screen, state),
+        "shown_url": _list_url(screen, state),
         "retry": retry,
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
