@@ -119,7 +119,9 @@
     if (!focusLost() || document.querySelector("[autofocus]")) {
       return;
     }
-    var message = document.querySelector("#flashes .flash");
+    // A bulk form refused is the list again: its message first (views/bulk.py).
+    var message =
+      document.querySelector("#bulk-error") || document.querySelector("#flashes .flash");
     if (message) {
       focusOn(message);
     }

@@ -243,3 +243,61 @@ def test_a_refused_bulk_form_keeps_its_ticks_and_company(world):
     assert ticked == [KEY["ddis"]]
     assert page.find(id="bulk-company")["value"] == "nope"
     assert page.find(id="filter-company")["value"] == ACME
+
+
+# --- the administration lists ------------------------------------------------------------------
+# list state, the form a row's link opens, what its Save posts. The accounts list is searched
+# and paged; the companies list also sorted.
+ADMIN_LISTS = {
+    "companies": {"q": "e", "sort": "name", "dir": "desc", "page": "2"},
+    "accounts": {"q": "o", "page": "2"},
+}
+ADMIN_ACTIONS = [
+    ("companies", "/admin/companies/acme/rename", {"name": "Acme Two"}),
+    ("accounts", "/admin/accounts/nobody/grants", {"billing_summary": "y"}),
+    ("accounts", "/admin/accounts/nobody/password", {"password": "a much longer password 1"}),
+    ("accounts", "/admin/accounts/nobody/disable", {}),
+]
+
+
+@pytest.mark.parametrize(("plural", "path", "values"), ADMIN_ACTIONS)
+def test_admin_forms_come_back_to_the_list_as_shown(world, monkeypatch, plural, path, values):
+    from webapp.views import admin
+
+    monkeypatch.setattr(admin, "PER_PAGE", 1)  # so that page 2 exists
+    client = world.browser("root")
+    state = ADMIN_LISTS[plural]
+    listed = f"/admin/{plural}?{urlencode(state)}"
+    page = soup(client.get(listed))
+    # The row on this page may be another record's: what its links carry is what matters.
+    links = [a["href"] for a in page.select("td.actions a[href*='back=']")]
+    assert links, "the rows' links carry no back"
+    back = parse_qs(urlsplit(links[0]).query)["back"][0]
+    same_admin_list(back, plural, state)
+
+    form = form_back(soup(client.get(f"{path}?" + urlencode({"back": back}))))
+    for url in form:
+        same_admin_list(url, plural, state)
+    done = post(client, path, {**values, "back": back})
+    assert done.status_code == 302, done.get_data(as_text=True)
+    same_admin_list(done.headers["Location"], plural, state)
+
+
+def same_admin_list(url: str, plural: str, state: dict[str, str]) -> None:
+    parts = urlsplit(url)
+    assert not parts.netloc and parts.path == f"/admin/{plural}", url
+    assert {k: v[0] for k, v in parse_qs(parts.query).items()} == state, url
+
+
+@pytest.mark.parametrize(
+    "back",
+    ["//evil.example/admin/accounts", "/admin/companies?q=a", "/admin/accounts?next=/x", "/x"],
+)
+def test_an_admin_forms_foreign_back_is_the_plain_list(world, back):
+    client = world.browser("root")
+    path = "/admin/accounts/nobody/disable"
+    assert form_back(soup(client.get(f"{path}?" + urlencode({"back": back})))) == [
+        "/admin/accounts",
+        "/admin/accounts",
+    ]
+    assert post(client, path, {"back": back}).headers["Location"] == "/admin/accounts"
