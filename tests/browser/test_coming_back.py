@@ -171,3 +171,27 @@ def test_tick_all_and_the_bulk_bar_on_tick(live_server, searched, page):
     wait_for_htmx(page)
     expect(bar).to_be_visible()
     expect(bar.get_by_label("all 1 matching the filters")).to_be_visible()
+
+
+def test_without_javascript_a_tick_shows_the_bulk_bar(live_server, searched, browser):
+    """No script: no "Tick all" box; ticking a row unfolds the bar (CSS :has), whose form
+    posts the ticked row, and Cancel comes back to the list as it was shown."""
+    context = browser.new_context(java_script_enabled=False)
+    plain = context.new_page()
+    plain.goto(f"{live_server}/login")
+    plain.get_by_label("Username").fill("root")
+    plain.get_by_label("Password").fill("correct horse battery")
+    plain.get_by_role("button", name="Sign in").click()
+    listed = f"{live_server}/ddis?sort=number&dir=desc"
+    plain.goto(listed)
+    bar = plain.locator("form#bulk")
+    expect(bar).to_be_hidden()
+    expect(plain.get_by_label("Tick all on this page")).to_be_hidden()
+    plain.get_by_label("Tick 44:2070000050").check()
+    expect(bar).to_be_visible()
+    bar.get_by_label("Move them to").fill("globex")
+    bar.get_by_role("button", name="Continue…").click()
+    expect(plain.get_by_role("heading", name="Move 1 DDI to globex?")).to_be_visible()
+    plain.get_by_role("link", name="Cancel").click()
+    expect(plain).to_have_url(listed)
+    context.close()
