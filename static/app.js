@@ -119,9 +119,60 @@
     if (!focusLost() || document.querySelector("[autofocus]")) {
       return;
     }
-    var message = document.querySelector("#flashes .flash");
+    // A bulk form refused is the list again: its message first (views/bulk.py).
+    var message =
+      document.querySelector("#bulk-error") || document.querySelector("#flashes .flash");
     if (message) {
       focusOn(message);
     }
   });
+})();
+
+/* The record lists' "Tick all on this page" box (templates/records/_rows.html): hidden in the
+   HTML, since without JavaScript it could do nothing, and shown here. Ticking it ticks every
+   row of the page; ticking rows one by one keeps it in step (mixed: indeterminate). Listeners
+   sit on the document, so rows swapped in by htmx (filtering, paging) need nothing more. */
+(function () {
+  "use strict";
+
+  function ticks(all) {
+    var table = all.closest("table");
+    return table ? table.querySelectorAll("input.tick") : [];
+  }
+
+  function sync(all) {
+    var boxes = Array.prototype.slice.call(ticks(all));
+    var ticked = boxes.filter(function (box) {
+      return box.checked;
+    }).length;
+    all.checked = boxes.length > 0 && ticked === boxes.length;
+    all.indeterminate = ticked > 0 && ticked < boxes.length;
+  }
+
+  function reveal() {
+    document.querySelectorAll("input.tick-all[hidden]").forEach(function (all) {
+      all.hidden = false;
+      sync(all);
+    });
+  }
+
+  document.addEventListener("change", function (evt) {
+    var box = evt.target;
+    if (!(box instanceof HTMLInputElement)) {
+      return;
+    }
+    if (box.classList.contains("tick-all")) {
+      ticks(box).forEach(function (tick) {
+        tick.checked = box.checked;
+      });
+    } else if (box.classList.contains("tick")) {
+      var table = box.closest("table");
+      var all = table && table.querySelector("input.tick-all");
+      if (all) {
+        sync(all);
+      }
+    }
+  });
+  document.addEventListener("DOMContentLoaded", reveal);
+  document.addEventListener("htmx:afterSettle", reveal);
 })();

@@ -195,6 +195,42 @@ def test_the_list_offers_the_bulk_form_to_those_who_may(world):
     assert soup(world.browser("cadmin").get("/ddis")).select_one("form#bulk") is None  # one company
 
 
+@pytest.mark.parametrize("plural", ["ddis", "users"])
+def test_each_rows_tick_comes_first_labelled_by_the_row(world, plural):
+    """The tick is the first cell of every row (reached before the row's links), named for
+    screen readers by the record; the header holds "Tick all on this page", hidden until
+    static/app.js shows it (without JavaScript it could do nothing)."""
+    page = soup(world.browser("root").get(f"/{plural}"))
+    rows = page.select("#rows tbody tr")
+    assert rows
+    for tr in rows:
+        first = tr.find("td")
+        box = first.find("input", type="checkbox")
+        assert "tick-cell" in first["class"] and box is not None, tr
+        assert box["form"] == "bulk" and box["aria-label"] == f"Tick {box['value']}"
+        # The record's first key field follows: the tick names the same record.
+        key_field = tr.find_all("td")[1].get_text(strip=True)
+        assert key_field and key_field in box["value"].replace("/", ":").split(":")
+    header = page.select("#rows thead th")
+    tick_all = header[0].find("input", id="tick-all")
+    assert tick_all["aria-label"] == "Tick all on this page" and tick_all.has_attr("hidden")
+    assert len(header) == len(rows[0].find_all("td"))
+
+
+def test_the_bulk_bar_offers_all_matching_only_on_a_filtered_list(world):
+    """Unfiltered, the bar changes the rows ticked only (the CSS folds it away until one is);
+    filtered, it also offers all N matching, and shows."""
+    client = world.browser("root")
+    plain = soup(client.get("/ddis")).select_one("form#bulk")
+    assert "filtered" not in plain["class"]
+    assert plain.select_one("input[name=scope][value=all]") is None
+    assert plain.select_one("input[type=hidden][name=scope]")["value"] == "selected"
+    assert "all 9" not in plain.get_text()
+    filtered = soup(client.get("/ddis?company=acme")).select_one("form#bulk")
+    assert "filtered" in filtered["class"]
+    assert "all 6 matching the filters" in filtered.get_text(" ", strip=True)
+
+
 def test_page_confirm_then_apply_a_move_of_all_matching(world):
     client = world.browser("root")
     shown = post(

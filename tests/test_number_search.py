@@ -245,7 +245,7 @@ def soup(response) -> BeautifulSoup:
 
 def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
     return [
-        tuple(td.get_text(strip=True) for td in tr.find_all("td")[:-1])
+        tuple(td.get_text(strip=True) for td in tr.select("td:not(.tick-cell)")[:-1])
         for tr in page.select("table tbody tr")
     ]
 

@@ -495,4 +495,5 @@ def test_create_and_rename_still_work_from_the_paged_list(many):
     assert created.status_code == 302
     assert ids(soup(browser.get("/admin/companies?q=zz"))) == ["zz"]
     rename = soup(browser.get("/admin/companies?q=zz")).select_one("td.actions a")
-    assert rename["href"] == "/admin/companies/zz/rename"
+    # It carries the list as shown, to come back to it (tests/test_coming_back.py).
+    assert rename["href"] == "/admin/companies/zz/rename?back=/admin/companies?q%3Dzz"

@@ -120,7 +120,7 @@ def soup(response) -> BeautifulSoup:
 def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
     """The data cells of every row of the list table (the last cell holds the actions)."""
     return [
-        tuple(td.get_text(strip=True) for td in tr.find_all("td")[:-1])
+        tuple(td.get_text(strip=True) for td in tr.select("td:not(.tick-cell)")[:-1])
         for tr in page.select("table tbody tr")
     ]
 
@@ -1075,27 +1075,37 @@ def test_edit_with_a_bad_field_shows_the_message_beside_it(world, path, values, 
     assert snapshot() == before
 
 
-def test_link_points_a_ddi_at_an_extension(world):
+def test_link_points_a_ddi_at_an_extension_of_its_company(world):
+    """Link is the API's link with the company unchanged: the extension alone, explained on
+    the form; Edit holds the extension and the company."""
     client = world.browser("cadmin")
     page = soup(client.get(f"{DDI_URL[ACME]}/link"))
-    assert main_form(page) is not None
-    response = post(client, f"{DDI_URL[ACME]}/link", {"virt_exten": "777", "company": ACME})
+    form = main_form(page)
+    assert form is not None
+    assert [i["name"] for i in form.select("input[name]") if i["type"] != "hidden"] == [
+        "virt_exten"
+    ]
+    intro = page.find(id="link-intro").get_text(" ", strip=True)
+    assert "points this number at an extension" in intro and "use Edit" in intro
+    edit = main_form(soup(client.get(f"{DDI_URL[ACME]}/edit")))
+    assert {"virt_exten", "company"} <= {i["name"] for i in edit.select("input[name]")}
+    # A company posted anyway is not the link's to change.
+    values = {"virt_exten": "777", "company": GLOBEX}
+    response = post(client, f"{DDI_URL[ACME]}/link", values)
     assert response.status_code == 302
     assert response.headers["Location"] == "/ddis"
-    assert "Linked DDI 44:2071234567." in flashes(soup(client.get("/ddis")))
+    assert "Linked DDI 44:2071234567 to extension 777." in flashes(soup(client.get("/ddis")))
     assert ("44", "2071234567", "777", ACME) in ddi_rows()
+    bad = post(client, f"{DDI_URL[ACME]}/link", {"virt_exten": "12a"})
+    assert bad.status_code == 400 and field_error(soup(bad), "virt_exten")
 
 
-@pytest.mark.parametrize("action", ["edit", "link"])
-def test_company_admin_cannot_move_its_ddi_to_a_company_it_does_not_administer(world, action):
+def test_company_admin_cannot_move_its_ddi_to_a_company_it_does_not_administer(world):
     client = world.browser("cadmin")
     before = snapshot()
     for htmx in (False, True):
         response = post(
-            client,
-            f"{DDI_URL[ACME]}/{action}",
-            {"virt_exten": "100", "company": GLOBEX},
-            htmx=htmx,
+            client, f"{DDI_URL[ACME]}/edit", {"virt_exten": "100", "company": GLOBEX}, htmx=htmx
         )
         # Its company picker does not know another company: as if it did not exist.
         assert response.status_code == 400

@@ -146,17 +146,18 @@ def test_edit_inline_shows_field_error_then_saves(live_server, factory, page, si
     expect(error).to_have_text("must be 1 to 10 digits")
     expect(panel.get_by_label("Extension")).to_have_attribute("aria-invalid", "true")
     expect(panel.get_by_label("Extension")).to_have_value("12a")
-    expect(row(page, "2071000002").get_by_role("cell").nth(2)).to_have_text("101")
+    # Cells: the tick, dialcode, number, extension, company, actions.
+    expect(row(page, "2071000002").get_by_role("cell").nth(3)).to_have_text("101")
 
     panel.get_by_label("Extension").fill("345")
     panel.get_by_role("button", name="Save").click()
     expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000002.")
-    expect(row(page, "2071000002").get_by_role("cell").nth(2)).to_have_text("345")
-    expect(row(page, "2071000001").get_by_role("cell").nth(2)).to_have_text("100")
+    expect(row(page, "2071000002").get_by_role("cell").nth(3)).to_have_text("345")
+    expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("100")
     expect(page.locator("#panel form")).to_have_count(0)
 
 
-def test_link_ddi_to_another_company(live_server, factory, page, sign_in):
+def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factory, page, sign_in):
     factory.account("root", **ADMIN)
     factory.company("acme", "Acme Telecom")
     factory.company("globex", "Globex Corporation")
@@ -165,28 +166,39 @@ def test_link_ddi_to_another_company(live_server, factory, page, sign_in):
     factory.ddi("44", "2072000001", "globex", "300")
     sign_in("root")
 
-    row(page, "2071000001").get_by_role("link", name="Link").click()
+    row(page, "2071000001").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Link DDI 44:2071000001")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000001")
     panel.get_by_label("Extension").fill("555")
     pick(page, panel.get_by_label("Company"), "glob", "globex")
-    panel.get_by_role("button", name="Link").click()
-    expect(page.get_by_role("status")).to_have_text("Linked DDI 44:2071000001.")
+    panel.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000001.")
 
     mark_document(page)
     pick(page, page.locator("#filter-company"), "GLO", "globex")
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
     expect(row(page, "2071000001").get_by_role("cell")).to_have_text(
-        ["44", "2071000001", "555", "globex", re.compile("Edit")]
+        ["", "44", "2071000001", "555", "globex", re.compile("Edit")]
     )
     expect(row(page, "2071000002")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"company=globex"))
     assert same_document(page)
 
+    # Link: the extension alone, in the company it is in, and the form says so.
+    row(page, "2071000001").get_by_role("link", name="Link").click()
+    expect(panel.get_by_role("heading")).to_have_text("Link DDI 44:2071000001")
+    expect(panel.locator("#link-intro")).to_contain_text("in its company, globex")
+    expect(panel.get_by_label("Company")).to_have_count(0)
+    panel.get_by_label("Extension").fill("777")
+    panel.get_by_role("button", name="Link").click()
+    expect(page.get_by_role("status")).to_have_text("Linked DDI 44:2071000001 to extension 777.")
+    expect(page).to_have_url(re.compile(r"company=globex"))
+    expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("777")
+
     pick(page, page.locator("#filter-company"), "acme", "acme")
     expect(count(page)).to_contain_text(showing(1, 1, 1))
-    expect(rows(page).first.get_by_role("cell").nth(1)).to_have_text("2071000002")
+    expect(rows(page).first.get_by_role("cell").nth(2)).to_have_text("2071000002")
 
 
 def test_page_through_120_ddis(live_server, factory, page, sign_in):
@@ -196,7 +208,7 @@ def test_page_through_120_ddis(live_server, factory, page, sign_in):
         factory.ddi("44", f"2070000{n:03d}", "acme", str(1000 + n))
     sign_in("root")
     pager = page.get_by_role("navigation", name="Pages")
-    first_number = rows(page).first.get_by_role("cell").nth(1)
+    first_number = rows(page).first.get_by_role("cell").nth(2)  # after the tick and dialcode
 
     expect(count(page)).to_contain_text(showing(1, 50, 120))
     expect(first_number).to_have_text("2070000001")

@@ -5,7 +5,9 @@ these views parse forms, call them and render. A generated password is shown onc
 answer to the POST itself (never in a flash cookie), marked not to be cached.
 
 Both lists are searched (`q`) and paged (`page`, 50 a page) by query parameters, so every view
-is a link; with htmx the answer to a list request is only its rows partial.
+is a link; with htmx the answer to a list request is only its rows partial. The forms opened
+from a list's rows (rename; grants, password, disable) carry the list as it was shown as
+`back` (common.list_back) and return there.
 """
 
 from __future__ import annotations
@@ -23,11 +25,24 @@ from ..security import NO_STORE
 from ..services import companies
 from ..services.identity import accounts, api_tokens, signin
 from . import pickers
-from .common import is_htmx, page_args, principal
+from .common import is_htmx, list_back, list_here, page_args, principal
 from .forms import ConfirmForm, form_error
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 PER_PAGE = 50
+# What a list's address may hold when a form comes back to it.
+COMPANIES_BACK = ("q", "sort", "dir", "page")
+ACCOUNTS_BACK = ("q", "page")
+
+
+def _companies_back() -> str:
+    return list_back("admin.companies", request.values.get("back"), COMPANIES_BACK)
+
+
+def _accounts_back() -> str:
+    return list_back("admin.accounts", request.values.get("back"), ACCOUNTS_BACK)
+
+
 # The same address answers a page or an htmx partial: caches must keep them apart.
 VARY = {"Vary": "HX-Request"}
 
@@ -87,6 +102,7 @@ def companies_page():
         "sort": args.get("sort", "id"),
         "descending": descending,
         "error": error,
+        "back_arg": list_here("admin.companies", args, listing.number),
     }
     if is_htmx() and request.method == "GET":
         return render_template("admin/_company_rows.html", oob=True, **context), status, VARY
@@ -107,8 +123,9 @@ def company_rename(company_id: str):
             status = form_error(form, exc)
         else:
             flash(f"Company {company_id} renamed.", "success")
-            return redirect(url_for("admin.companies"))
-    return render_template("admin/company_rename.html", company=company, form=form), status
+            return redirect(_companies_back())
+    context = {"company": company, "form": form, "back": _companies_back()}
+    return render_template("admin/company_rename.html", **context), status
 
 
 # --- accounts ----------------------------------------------------------------------------------
@@ -206,7 +223,12 @@ def _accounts_list(error: str | None = None, status: int = 200):
     except Invalid as exc:
         error, status = exc.message, 400
         listing = accounts.AccountPage([], 0, 1, 1)
-    context = {"listing": listing, "args": args, "error": error}
+    context = {
+        "listing": listing,
+        "args": args,
+        "error": error,
+        "back_arg": list_here("admin.accounts", args, listing.number),
+    }
     if is_htmx() and request.method == "GET":
         return render_template("admin/_account_rows.html", **context), status, VARY
     return render_template("admin/accounts.html", **context), status, VARY
@@ -257,8 +279,8 @@ def account_grants(username: str):
             status = form_error(form, exc)
         else:
             flash(f"Grants of {username} saved.", "success")
-            return redirect(url_for("admin.accounts"))
-    context = {"account": account, "form": form, "choosers": choosers}
+            return redirect(_accounts_back())
+    context = {"account": account, "form": form, "choosers": choosers, "back": _accounts_back()}
     return render_template("admin/account_grants.html", **context), status or 200
 
 
@@ -282,10 +304,12 @@ def account_password(username: str):
                     "sessions have ended.",
                     label="New password",
                     secret=generated,
+                    back=_accounts_back(),
                 )
             flash(f"Password of {username} changed; its sessions have ended.", "success")
-            return redirect(url_for("admin.accounts"))
-    return render_template("admin/account_password.html", account=account, form=form), status
+            return redirect(_accounts_back())
+    context = {"account": account, "form": form, "back": _accounts_back()}
+    return render_template("admin/account_password.html", **context), status
 
 
 @bp.route("/accounts/<username>/disable", methods=["GET", "POST"])
@@ -302,8 +326,9 @@ def account_disable(username: str):
             status = form_error(form, exc)
         else:
             flash(f"Account {username} disabled; its sessions and tokens no longer work.", "info")
-            return redirect(url_for("admin.accounts"))
-    return render_template("admin/account_disable.html", account=account, form=form), status
+            return redirect(_accounts_back())
+    context = {"account": account, "form": form, "back": _accounts_back()}
+    return render_template("admin/account_disable.html", **context), status
 
 
 @bp.post("/accounts/<username>/enable")

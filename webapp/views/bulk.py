@@ -1,18 +1,21 @@
 """Bulk actions from the DDI and phone-user lists: the list's bulk form posts here, this page
 states how many records the action will change, and its Confirm applies it
-(services/records/bulk.py decides everything)."""
+(services/records/bulk.py decides everything).
+
+The list's bulk form carries `back`, the list as it was shown (filters, number search, sort,
+position; views/records.py checks it like a record form's): Cancel, the result and a refused
+form all come back there. A refusal (nothing ticked, an unknown company, an expired form) is
+the list itself, the message on its bulk form, the ticks and the company typed kept."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request
 from flask_login import login_required
 from werkzeug.datastructures import MultiDict
 
 from ..errors import ServiceError
 from ..services.records import bulk
-from . import pickers
+from . import pickers, records
 from .common import principal
 from .forms import ConfirmForm
 from .records import DDI, USER, Screen
@@ -22,10 +25,26 @@ SCREENS = {"ddis": DDI, "users": USER}
 VERBS = {"move": "Move", "delete": "Delete"}
 
 
+def _back_args(screen: Screen, target: bulk.Target) -> MultiDict[str, str]:
+    """The list the action came from: its `back` address, else its filters alone."""
+    args = records.back_args(screen, request.form.get("back"))
+    if args is None:
+        args = MultiDict([(f, v) for f, v in target.filters.items() if v])
+    return args
+
+
 def _back(screen: Screen, target: bulk.Target) -> str:
-    """The list the action came from, with its filters."""
-    filters: dict[str, Any] = {f: v for f, v in target.filters.items() if v}
-    return url_for(f"records.{screen.plural}_list", **filters)
+    return records.list_url(screen, _back_args(screen, target))
+
+
+def _refused(screen: Screen, target: bulk.Target, error: str):
+    """The list the form came from, again, saying why the bulk form was refused."""
+    retry = records.BulkRetry(
+        error=error,
+        ticked=frozenset(target.keys or ()),
+        to_company=request.form.get("to_company", "").strip(),
+    )
+    return records.render_list(screen, _back_args(screen, target), retry)
 
 
 def _page(screen, target, action, company, form, preview=None, error=None, status=200):
@@ -74,17 +93,15 @@ def _confirm(screen: Screen):
     p, target, action, company, error = _read(screen)
     form = ConfirmForm()
     if not form.validate():
-        return _page(
-            screen, target, action, company, form, error="The form had expired.", status=400
-        )
+        return _refused(screen, target, "The form had expired; try again.")
     if error:
-        return _page(screen, target, action, company, form, error=error, status=400)
+        return _refused(screen, target, error)
     try:
         preview = bulk.preview(p, screen.kind, target, action, company)
     except ServiceError as exc:
         if exc.status != 400:
             raise
-        return _page(screen, target, action, company, form, error=exc.message, status=400)
+        return _refused(screen, target, exc.message)
     return _page(screen, target, action, company, form, preview=preview)
 
 
@@ -93,12 +110,10 @@ def _apply(screen: Screen):
     form = ConfirmForm()
     expected = request.form.get("expected", "")  # the confirmed preview's fingerprint
     if not form.validate() or error or not expected:
-        return _page(
-            screen, target, action, company, form, error=error or "Confirm again.", status=400
-        )
+        return _refused(screen, target, error or "The form had expired; try again.")
     try:
         changed = bulk.apply(p, screen.kind, target, action, expected, company)
-    except bulk.Changed as exc:
+    except bulk.Changed as exc:  # the confirmation again, with the new count
         return _page(
             screen,
             target,
@@ -112,7 +127,7 @@ def _apply(screen: Screen):
     except ServiceError as exc:
         if exc.status not in (400, 409):
             raise
-        return _page(screen, target, action, company, form, error=exc.message, status=exc.status)
+        return _refused(screen, target, exc.message)
     label = screen.kind.label + ("" if changed == 1 else "s")
     done = (
         f"Moved {changed:,} {label} to {company}."

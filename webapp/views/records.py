@@ -186,10 +186,28 @@ def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, co
 
 
 def _list(screen: Screen):
+    return render_list(screen)
+
+
+@dataclass(frozen=True)
+class BulkRetry:
+    """A bulk form the bulk view refused, shown again on its list: the message, the rows that
+    were ticked and the company typed, so nothing has to be done twice."""
+
+    error: str
+    ticked: frozenset[str] = frozenset()
+    to_company: str = ""
+
+
+def render_list(
+    screen: Screen, args: MultiDict[str, str] | None = None, retry: BulkRetry | None = None
+):
+    """The list page (an htmx request: its rows) in the state `args` describe (None: the query
+    string); `retry` shows a refused bulk form again on it, with status 400."""
     p = principal()
-    state = _query(screen)
+    state = _query(screen, args)
     marked = _take_mark(screen)
-    error, status = None, 200
+    error, status = None, 200 if retry is None else 400
     picked = _company_filter(p, state)
     try:
         if picked.error:  # a company the picker does not know: its message and closest matches
@@ -216,6 +234,8 @@ def _list(screen: Screen):
         "back_query": _back_query(screen, state),
         "marked": marked,
         "changed_note": _changed_note(p, screen, state, page, marked),
+        "shown_url": _list_url(screen, state),
+        "retry": retry,
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
@@ -269,7 +289,8 @@ def users_csv():
 # A form carries the list state it was opened from (filters, sort, position) as `back`, the
 # list's own address; after a save the list reopens there with the record marked. `back` is
 # rebuilt from its parsed state, never echoed: anything but this list's address with the list's
-# own parameters is ignored (no open redirect).
+# own parameters (its position and sort, its fields' filters and, where it has it, the number
+# search `q`) is ignored (no open redirect).
 BACK_PARAMS = frozenset({"sort", "dir", "after", "before", "last", "page"})
 MAX_BACK = 2000
 MARK = "changed_record"  # session key: the record the list marks once, after a save
@@ -323,9 +344,25 @@ def _parse_back(screen: Screen, raw: str) -> dict[str, Any] | None:
         pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
         return None
-    if any(k not in BACK_PARAMS and k not in screen.kind.fields for k, _ in pairs):
+    allowed = BACK_PARAMS | set(screen.kind.fields) | ({"q"} if screen.search else set())
+    if any(k not in allowed for k, _ in pairs):
         return None
     return _query(screen, MultiDict(pairs))
+
+
+def back_args(screen: Screen, raw: str | None) -> MultiDict[str, str] | None:
+    """The query parameters of the list address `raw` (a form's `back`), rebuilt from its
+    parsed state; None unless it is this list's own address (see _parse_back)."""
+    state = _parse_back(screen, raw or "")
+    if state is None:
+        return None
+    url = _list_url(screen, state)
+    return MultiDict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
+def list_url(screen: Screen, args: MultiDict[str, str] | None = None) -> str:
+    """The list's address with the query parameters `args` (None: its first page)."""
+    return _list_url(screen, _query(screen, args) if args is not None else None)
 
 
 def _back_query(screen: Screen, state: dict[str, Any]) -> str:
@@ -467,18 +504,23 @@ def _block_count(form: RecordForm) -> int:
     return int(text)
 
 
+CHANGE_FIELDS = {"edit": ("virt_exten", "company"), "link": ("virt_exten",)}
+
+
 def _change(screen: Screen, keys: dict[str, str], action: str):
-    """Edit (update) or link: set virt_exten and company of one record."""
+    """Edit (update): the extension and company of one record. Link (a DDI only): point it at
+    an extension of the company it is in, the API's link with the company unchanged."""
     p = principal()
     record = _find(p, screen, keys)
-    form = _form(p, screen, ("virt_exten", "company"))
+    fields = CHANGE_FIELDS[action]
+    form = _form(p, screen, fields)
     if request.method == "GET":
         form.virt_exten.data = record["virt_exten"]
         form.company.data = record["company"]
     elif form.validate_on_submit():
-        if not _picked_company(p, form, ("virt_exten", "company")):
+        if "company" in fields and not _picked_company(p, form, fields):
             return _render_form(screen, form, action, record, status=400)
-        values = _values(form, ("virt_exten", "company"))
+        values = {"company": record["company"], **_values(form, fields)}
         try:
             if action == "link":
                 ddis.link(p, {k: record[k] for k in ("dialcode", "number")}, values)
@@ -491,8 +533,10 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
             return _render_form(screen, form, action, record, status=status)
         verb = "Linked" if action == "link" else ("Saved" if changed else "No changes to")
         _mark(screen, screen.keys_of({**record, **values}))
-        message = f"{verb} {screen.kind.label} {screen.label_of(record)}."
-        return _done(screen, message, _back_state(screen))
+        message = f"{verb} {screen.kind.label} {screen.label_of(record)}"
+        if action == "link":
+            message += f" to extension {values['virt_exten']}"
+        return _done(screen, message + ".", _back_state(screen))
     else:
         return _render_form(screen, form, action, record, status=400)
     return _render_form(screen, form, action, record)

@@ -30,12 +30,21 @@ class Located:
     after: tuple[str, ...] | None = None
 
 
+def _search(filters: Any) -> tuple[Any, str | None]:
+    """The list's filters as its fields' filters and its number search (`q`, the DDI list's),
+    which the list reads apart (listing.page)."""
+    if not isinstance(filters, dict) or "q" not in filters:
+        return filters, None
+    return {f: v for f, v in filters.items() if f != "q"}, filters["q"]
+
+
 def matches(principal: Principal, kind: Kind, filters: Any, key: dict[str, str]) -> bool:
     """Whether the record named by `key` (its order fields) is among the rows the list shows
-    with `filters` (matched as the list matches them). Filters the list itself refuses match
-    nothing."""
+    with `filters` (matched as the list matches them, the number search `q` included).
+    Filters the list itself refuses match nothing."""
+    fields, q = _search(filters)
     try:
-        selection = record_query.select_rows(principal, kind, filters, prefix=True)
+        selection = record_query.select_rows(principal, kind, fields, prefix=True, q=q)
     except Invalid:
         return False
     if selection.empty:
@@ -69,10 +78,12 @@ def locate(
         return Located(record, matches=False)
     cursor = tuple(record[f] for f in listing.order_fields(kind, sort))
     # The nearest row before the record; with none, the list's first row, which is the record.
+    fields, q = _search(filters)
     before = listing.page(
         principal,
         kind,
-        filters,
+        fields,
+        q=q,
         sort=sort,
         descending=descending,
         before=cursor,
