@@ -261,7 +261,9 @@ def counted_companies(world) -> None:
         ]
         if rows:
             crud.create(OPERATOR, kinds.DDI, rows)
-        people = [{"username": f"u{i}", "virt_exten": "2", "company": company} for i in range(users)]
+        people = [
+            {"username": f"u{i}", "virt_exten": "2", "company": company} for i in range(users)
+        ]
         if people:
             crud.create(OPERATOR, kinds.PHONE_USER, people)
     crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1400", "company": "c5"})
