@@ -494,6 +494,11 @@ def test_the_action_filter_offers_readable_names_and_finds_that_action_only(worl
     assert "action=ddi.delete" in soup(response).select_one("#audit-csv")["href"]
     rows = csv_rows(browser.get("/audit.csv?action=ddi.delete"))[1:]
     assert [r[3] for r in rows] == ["ddi.delete", "ddi.delete"]
+    # A code the mapping does not name still filters, and the choice shows it.
+    add_entries([audit.entry(OPERATOR, "legacy.thing", "thing")])
+    response = browser.get("/audit?action=legacy.thing")
+    assert [r[2] for r in audit_rows(response)] == ["legacy.thing"]
+    assert soup(response).select_one("select#action option[selected]")["value"] == "legacy.thing"
     response = browser.get("/audit?action=nonsense")
     assert response.status_code == 400
     assert soup(response).select_one("#action-error").get_text() == "not an action of the log"

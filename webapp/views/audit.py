@@ -38,18 +38,19 @@ TARGET_FORMS = (
     ("or a target as the log shows it", "ddi 44:2071234567, webhook 3, month 2026-10"),
 )
 
+# The action filter's choices: readable names, by name; each value the code the log stores.
+ACTION_CHOICES = [SelectChoice("", "Any action")] + [
+    SelectChoice(code, name)
+    for code, name in sorted(actions.NAMES.items(), key=lambda item: item[1].lower())
+]
+
 
 class FilterForm(Form):
     # A picker of accounts (views/pickers.py suggest_actors); any text is still an exact match.
     actor = StringField("Actor", description="Exact username.")
     action = SelectField(
         "Action",
-        # Readable names, by name; the value is the code the log stores (actions.NAMES).
-        choices=[SelectChoice("", "Any action")]
-        + [
-            SelectChoice(code, name)
-            for code, name in sorted(actions.NAMES.items(), key=lambda item: item[1].lower())
-        ],
+        choices=ACTION_CHOICES,
         validate_choice=False,  # the service says what is no action
     )
     target = StringField(
@@ -59,6 +60,14 @@ class FilterForm(Form):
     company = StringField("Company")  # a company picker (views/pickers.py)
     date_from = StringField("From", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
     date_to = StringField("To", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
+
+
+def _shown_action(form: FilterForm) -> None:
+    """An action code the mapping does not name (an older or newer version's, in an address)
+    still filters: offer it as it is, so the choice shows what the rows are filtered by."""
+    code = (form.action.data or "").strip()
+    if code and code not in actions.NAMES:
+        form.action.choices = [*ACTION_CHOICES, SelectChoice(code, code)]
 
 
 def _partial_only() -> bool:
@@ -82,6 +91,7 @@ def _company_filter(me: Principal, form: FilterForm) -> None:
 def index():
     me = principal()
     form = FilterForm(request.args)
+    _shown_action(form)
     status = 200
     try:
         _company_filter(me, form)
