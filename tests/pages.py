@@ -97,6 +97,7 @@ NOT_PAGES: dict[str, str] = {
     "/healthz": "liveness probe, not HTML (tests/test_health.py)",
     "/readyz": "readiness probe for load balancers, not HTML (tests/test_health.py)",
     "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
+    "/accounts/suggest": "the audit actor picker's suggestion fragment (test_audit_pages.py)",
 }
 
 

@@ -9,6 +9,7 @@ import csv
 import importlib.util
 import inspect
 import io
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from webapp.database import write_transaction
 from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry
-from webapp.services.history import audit
+from webapp.services.history import actions as audit_actions
+from webapp.services.history import audit, audit_query
 from webapp.services.identity import accounts
 from webapp.services.records import crud, ddis, kinds
 from webapp.views import audit_values
@@ -148,14 +150,14 @@ def test_the_audit_page_shows_readable_changes(world):
         reporting_for=[],
     )
     rows = audit_rows(world.factory.browser("root").get("/audit"))
-    by_action = {r[2]: r for r in rows}
-    assert by_action["ddi.update"][5] == "Extension: 100 → changed to 101"
-    link = by_action["ddi.link"]
+    by_action = {r[2]: r for r in rows}  # the actions by their readable names
+    assert by_action["DDI changed"][5] == "Extension: 100 → changed to 101"
+    link = by_action["DDI linked to an extension"]
     assert link[4] == "globex (from acme)"
     assert "Extension: 101 → changed to 7" in link[5]
     assert "Company: acme → changed to globex" in link[5]
-    assert by_action["ddi.create"][5].startswith("Dialcode: 44 Number: 2071")
-    assert by_action["account.grants"][5] == "Company-Admin of: (none) → changed to acme"
+    assert by_action["DDI created"][5].startswith("Created Dialcode: 44 Number: 2071")
+    assert by_action["Account's grants changed"][5] == "Company-Admin of: (none) → changed to acme"
 
 
 def test_the_audit_table_stacks_at_phone_width_and_scrolls_by_keyboard(world):
@@ -212,6 +214,7 @@ def moved_world() -> None:
 
 
 MOVES = {"ddi.update", "ddi.link", "user.update"}
+MOVE_NAMES = {audit_actions.name(m) for m in MOVES}  # as the page's Action column shows them
 
 
 def test_a_move_records_the_company_it_left(world):
@@ -250,11 +253,11 @@ def test_the_old_companys_admin_sees_the_move_and_an_unrelated_one_does_not(worl
     # The pages: globex's Company-Admin sees the moves away from it, but not where they went
     # (a company it may not see: access.redact).
     rows = audit_rows(world.factory.browser("globex_admin").get("/audit"))
-    moves = [r for r in rows if r[2] in MOVES]
+    moves = [r for r in rows if r[2] in MOVE_NAMES]
     assert len(moves) == 3 and {r[4] for r in moves} == {"another company (from globex)"}
     assert not [r for r in rows if "initech" in " ".join(r)]
     assert not [
-        r for r in audit_rows(world.factory.browser("cadmin").get("/audit")) if r[2] in MOVES
+        r for r in audit_rows(world.factory.browser("cadmin").get("/audit")) if r[2] in MOVE_NAMES
     ]
 
 
@@ -417,3 +420,198 @@ def test_reading_the_audit_changes_nothing(world):
     world.factory.browser("root").get("/audit.csv")
     world.factory.browser("root").get("/audit")
     assert snapshot() == before
+
+
+# --- actions by name, the action filter, actor suggestions, the target's forms ---------------
+
+
+def audit_codes_in_the_source() -> set[str]:
+    """Every action code the app writes: those named where an entry is made (audit.entry,
+    AuditData, the webhooks' _audit), and each record kind's create, update, delete, and the
+    DDI's link (kinds.Kind.change)."""
+    root = Path(__file__).parent.parent / "webapp"
+    call = r"(?:audit\.entry\(|AuditData\(|_audit\(|audit_action\()"
+    made = re.compile(call + r"\s*(?:\w+,\s*)?\"([a-z]+\.[a-z-]+)\"")
+    # A call choosing its code on one line: audit_action(p, "webhook.pause" if … else "…", …)
+    chosen = re.compile(call + r".*\" if .* else \"([a-z]+\.[a-z-]+)\"")
+    found = {
+        m
+        for path in root.rglob("*.py")
+        for pattern in (made, chosen)
+        for m in pattern.findall(path.read_text())
+    }
+    verbs = ("create", "update", "delete")
+    return found | {f"{k}.{v}" for k in kinds.KINDS for v in verbs} | {"ddi.link"}
+
+
+def test_every_action_the_app_writes_has_a_readable_name():
+    codes = audit_codes_in_the_source()
+    assert len(codes) >= 25, codes  # the scan found the app's writers, not nothing
+    assert codes <= set(audit_actions.NAMES), codes - set(audit_actions.NAMES)
+    assert audit_actions.name("ddi.delete") == "DDI deleted"
+    assert audit_actions.name("x.unknown") == "x.unknown"  # an unknown code as it is
+    assert [audit_actions.effect(c) for c in ("user.create", "webhook.delete", "ddi.link")] == [
+        "created",
+        "deleted",
+        None,
+    ]
+
+
+def test_the_action_filter_offers_readable_names_and_finds_that_action_only(world):
+    crud.create(
+        OPERATOR, kinds.DDI, {"dialcode": "44", "number": "5", "virt_exten": "1", "company": "acme"}
+    )
+    crud.create(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "6", "virt_exten": "1", "company": "globex"},
+    )
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "44", "number": "5", "company": "acme"})
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "44", "number": "6", "company": "globex"})
+    browser = world.factory.browser("root")
+    page = soup(browser.get("/audit"))
+    select = page.select_one("select#action")
+    assert page.select_one("label[for=action]").get_text(strip=True) == "Action"
+    options = [(o["value"], o.get_text(strip=True)) for o in select.select("option")]
+    assert options[0] == ("", "Any action")
+    assert dict(options[1:]) == audit_actions.NAMES  # one mapping, every known action
+    assert [name for _, name in options[1:]] == sorted(audit_actions.NAMES.values(), key=str.lower)
+
+    # The service: only that action, counted as such, in every reader's scope.
+    found = audit.search(OPERATOR, action="ddi.delete")
+    assert [(r.action, r.target) for r in found.rows] == [
+        ("ddi.delete", "ddi 44:6"),
+        ("ddi.delete", "ddi 44:5"),
+    ]
+    assert found.total == 2
+    mine = audit.search(admin_of("acme"), action="ddi.delete")
+    assert [r.target for r in mine.rows] == ["ddi 44:5"]
+    assert audit.search(OPERATOR, action="ddi.delete", company="globex").total == 1
+    assert audit.search(OPERATOR, action="ddi.update").total == 0
+    with pytest.raises(Invalid) as caught:
+        audit.search(OPERATOR, action="DROP TABLE")
+    assert caught.value.fields == {"action": "not an action of the log"}
+
+    # The page: the choice stays selected, rows by readable name, the CSV keeps the codes.
+    response = browser.get("/audit?action=ddi.delete")
+    assert response.status_code == 200
+    assert [r[2] for r in audit_rows(response)] == ["DDI deleted", "DDI deleted"]
+    assert soup(response).select_one("select#action option[selected]")["value"] == "ddi.delete"
+    assert "action=ddi.delete" in soup(response).select_one("#audit-csv")["href"]
+    rows = csv_rows(browser.get("/audit.csv?action=ddi.delete"))[1:]
+    assert [r[3] for r in rows] == ["ddi.delete", "ddi.delete"]
+    # A code the mapping does not name still filters, and the choice shows it.
+    add_entries([audit.entry(OPERATOR, "legacy.thing", "thing")])
+    response = browser.get("/audit?action=legacy.thing")
+    assert [r[2] for r in audit_rows(response)] == ["legacy.thing"]
+    assert soup(response).select_one("select#action option[selected]")["value"] == "legacy.thing"
+    response = browser.get("/audit?action=nonsense")
+    assert response.status_code == 400
+    assert soup(response).select_one("#action-error").get_text() == "not an action of the log"
+
+
+def test_the_action_filter_pages_through_one_action(world):
+    start = datetime(2023, 5, 1)
+    add_entries(
+        [
+            audit.entry(
+                OPERATOR,
+                "ddi.delete" if i % 3 else "ddi.create",
+                f"ddi 44:{i}",
+                at=start + timedelta(i),
+            )
+            for i in range(90)
+        ]
+    )
+    expected = [f"ddi 44:{i}" for i in reversed(range(90)) if i % 3]
+    seen, after = [], None
+    while True:
+        page = audit.search(OPERATOR, action="ddi.delete", after=after, per_page=25)
+        seen += [r.target for r in page.rows]
+        assert page.total == 60
+        if not page.has_older:
+            break
+        after = page.rows[-1].id
+    assert seen == expected
+
+
+def suggested(browser, typed: str = "") -> list[str]:
+    response = browser.get("/accounts/suggest", query_string={"q": typed})
+    assert response.status_code == 200
+    return [b["data-value"] for b in soup(response).select("[role=option][data-value]")]
+
+
+def test_actor_suggestions_name_only_accounts_the_reader_may_know(world):
+    factory = world.factory
+    # A System-Admin: every account whose username contains the text, prefix matches first.
+    assert suggested(factory.browser("root")) == sorted(
+        ["root", "cadmin", "cadmin2", "globex_admin", "summary", "nobody"]
+    )
+    assert suggested(factory.browser("root"), "ADMIN") == ["cadmin", "cadmin2", "globex_admin"]
+    assert suggested(factory.browser("root"), "2") == ["cadmin2"]
+    # acme's Company-Admin: itself and acme's other Company-Admin; not globex's (though it
+    # reports on acme), not the System-Admin, not accounts with no company of its.
+    assert suggested(factory.browser("cadmin")) == ["cadmin", "cadmin2"]
+    assert suggested(factory.browser("cadmin"), "glob") == []
+    assert suggested(factory.browser("cadmin"), "root") == []
+    assert suggested(factory.browser("globex_admin")) == ["globex_admin"]
+    assert accounts.suggest_actors(admin_of("acme", "globex"), "") == [
+        "cadmin",
+        "cadmin2",
+        "globex_admin",
+    ]
+    # Whoever may not read the log may not ask.
+    for username in ("summary", "nobody"):
+        assert factory.browser(username).get("/accounts/suggest?q=r").status_code == 403
+    with pytest.raises(Forbidden):
+        accounts.suggest_actors(Principal(username="x", via="ui"), "")
+    # Nothing typed is a pattern: % and _ are literal.
+    assert suggested(factory.browser("root"), "%") == []
+    assert suggested(factory.browser("root"), "_") == ["globex_admin"]
+
+
+def test_the_actor_field_is_a_picker_of_accounts_and_the_target_field_lists_its_forms(world):
+    page = soup(world.factory.browser("cadmin").get("/audit"))
+    actor = page.select_one("input#actor")
+    assert actor["role"] == "combobox" and actor.has_attr("data-picker-input")
+    assert actor["hx-get"] == "/accounts/suggest"
+    assert page.select_one("#actor-suggestions")["aria-label"] == "Accounts matching the text typed"
+    target = page.select_one("input#target")
+    hint = page.select_one("#" + target["aria-describedby"].split()[0])
+    text = hint.get_text(" ", strip=True)
+    # The forms audit_query.targets reads, each with an example that finds its record.
+    for example in ("+44 20 7123 4567", "44:2071234567", "acme/ana.kim", "ddi 44:2071234567"):
+        assert example in text, example
+    assert "ddi 44:2071234567" in audit_query.targets("+44 20 7123 4567")
+    assert "user acme/ana.kim" in audit_query.targets("acme/ana.kim")
+    assert {"account bob", "company acme"} <= set(audit_query.targets("bob")) | set(
+        audit_query.targets("acme")
+    )
+
+
+def test_creations_and_deletions_read_differently_from_changes(world):
+    values = {"dialcode": "44", "number": "77", "virt_exten": "1", "company": "acme"}
+    crud.create(OPERATOR, kinds.DDI, values)
+    crud.update(
+        OPERATOR,
+        kinds.DDI,
+        {"dialcode": "44", "number": "77", "company": "acme"},
+        {"virt_exten": "2"},
+    )
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "44", "number": "77", "company": "acme"})
+    page = soup(world.factory.browser("root").get("/audit?target=44:77"))
+    created, changed, deleted = (
+        page.select_one(f"tr:has(td[data-label=Action] span:-soup-contains('{name}')) .changes")
+        for name in ("DDI created", "DDI changed", "DDI deleted")
+    )
+    # In words first (not only by colour), then only the side that exists.
+    assert "changes-created" in created["class"]
+    assert created.select_one(".change-kind").get_text() == "Created"
+    assert created.select(".now") and not created.select(".was")
+    assert "Extension: 1" in created.get_text(" ", strip=True)
+    assert "changes-deleted" in deleted["class"]
+    assert deleted.select_one(".change-kind").get_text() == "Deleted"
+    assert [d.get_text() for d in deleted.select("del.was")] == ["44", "77", "2", "acme"]
+    assert not deleted.select(".now")
+    assert not changed.select(".change-kind") and changed["class"] == ["changes"]
+    assert changed.get_text(" ", strip=True) == "Extension: 1 → changed to 2"

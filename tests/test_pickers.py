@@ -17,6 +17,7 @@ from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import Account
 from webapp.services import companies
+from webapp.services.history import actions as audit_actions
 from webapp.services.identity import accounts
 
 from .factories import ACME, GLOBEX, INITECH, ROLES, snapshot
@@ -558,6 +559,9 @@ def test_new_account_form_keeps_what_was_typed_across_add_and_remove(world):
 )
 def test_pages_do_not_list_every_company(world, path):
     page = soup(world.browser("root").get(path))
-    assert page.select("option") == []
+    options = page.select("option")
+    if path == "/audit":  # its action filter's choices (services/history/actions.py) only
+        options = [o for o in options if o["value"] not in {"", *audit_actions.NAMES}]
+    assert options == []
     if path != "/audit":  # whose rows name the companies created
         assert "bulk07" not in str(page.main)

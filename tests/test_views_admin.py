@@ -11,21 +11,24 @@ hostile text.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import event, select
+from sqlalchemy import delete, event, select
 
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
-from webapp.models import Account, ApiToken, AuditEntry, Company
+from webapp.models import Account, ApiToken, AuditEntry, Company, Ddi, PhoneUser, RollupState
 from webapp.services import companies
 from webapp.services.history import audit, audit_query
 from webapp.services.identity import accounts, api_tokens
+from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR, csrf_from, snapshot
 
@@ -231,6 +234,132 @@ def test_a_companies_page_is_four_queries_whatever_the_number_of_companies(world
     assert [(r.id, r.ddis, r.users) for r in listing.rows] == [("acme", 2, 1), ("globex", 0, 0)]
     assert (listing.total, listing.number, listing.pages) == (2, 1, 1)
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) == 4
+
+
+# --- the companies list sorted by its counts ----------------------------------------------------
+# company -> (DDIs, phone users) to make, beside the world's acme (2, 1) and globex (0, 0): ties
+# on both counts, so the identifier's tie-break shows; c5 loses DDIs again, so a count that went
+# down sorts by what is left.
+SIZES = {
+    "c1": (3, 1),
+    "c2": (0, 2),
+    "c3": (3, 0),
+    "c4": (1, 1),
+    "c5": (6, 2),
+    "c6": (1, 0),
+    "c7": (0, 0),
+}
+
+
+@pytest.fixture
+def counted_companies(world) -> None:
+    for n, (company, (ddis, users)) in enumerate(SIZES.items()):
+        companies.create(OPERATOR, company, f"Company {company}")
+        rows = [
+            {"dialcode": "33", "number": f"1{n}{i:02d}", "virt_exten": "1", "company": company}
+            for i in range(ddis)
+        ]
+        if rows:
+            crud.create(OPERATOR, kinds.DDI, rows)
+        people = [
+            {"username": f"u{i}", "virt_exten": "2", "company": company} for i in range(users)
+        ]
+        if people:
+            crud.create(OPERATOR, kinds.PHONE_USER, people)
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1400", "company": "c5"})
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1401", "company": "c5"})
+
+
+def counted_now() -> dict[str, tuple[int, int]]:
+    """Every company's DDIs and phone users, counted from the records themselves (not from
+    the rollup the list reads)."""
+    db.session.rollback()
+    ddis = Counter(db.session.scalars(select(Ddi.company)))
+    users = Counter(db.session.scalars(select(PhoneUser.company)))
+    return {c: (ddis[c], users[c]) for c in db.session.scalars(select(Company.id))}
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("sort", ["ddis", "users"])
+def test_companies_sort_by_counts_page_after_page(counted_companies, sort, descending):
+    counts_now = counted_now()
+    assert counts_now["c5"] == (4, 2) and counts_now["acme"] == (2, 1)
+    which = 0 if sort == "ddis" else 1
+    # Ties broken by the identifier, in the same direction as the count.
+    expected = sorted(counts_now, key=lambda c: (counts_now[c][which], c), reverse=descending)
+    first = companies.search(OPERATOR, sort=sort, descending=descending, per_page=4)
+    assert (first.total, first.pages) == (9, 3)
+    seen = []
+    for number in range(1, first.pages + 1):
+        listing = companies.search(
+            OPERATOR, sort=sort, descending=descending, page=number, per_page=4
+        )
+        assert listing.number == number
+        seen += [(r.id, (r.ddis, r.users)) for r in listing.rows]
+    assert [company for company, _ in seen] == expected
+    assert dict(seen) == counts_now
+    # The search narrows the sorted list like the others.
+    narrowed = companies.search(OPERATOR, "COMPANY", sort=sort, descending=descending)
+    assert [r.id for r in narrowed.rows] == [c for c in expected if c in SIZES]
+
+
+def test_a_count_sort_reads_the_rollup_and_no_record(counted_companies):
+    # Sorted by a count, every matching company's count is read: from the rollup (one index
+    # seek each), never by counting the DDIs or phone users themselves. Still four queries.
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    db.session.rollback()
+    event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        listing = companies.search(OPERATOR, sort="ddis", descending=True)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count)
+    assert [r.id for r in listing.rows][:2] == ["c5", "c3"]
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 4
+    assert not [s for s in selects if re.search(r"FROM\s+(ddis|phone_users)\b", s)]
+
+
+def test_the_companies_page_sorts_by_counts_with_sortable_headers(counted_companies, factory):
+    browser = factory.browser("root")
+    response = browser.get("/admin/companies?sort=users&dir=desc")
+    assert response.status_code == 200
+    page = soup(response)
+    headers = {th.get_text(" ", strip=True): th for th in page.select("thead th")}
+    users = next(th for label, th in headers.items() if label.startswith("Phone users"))
+    assert users["aria-sort"] == "descending"
+    link = users.select_one("a.sort")
+    # Named for what it does (the active column's link turns the order round), marked sorted.
+    assert link.get_text() == "Phone users (sort ascending)▼"
+    assert "dir=asc" in link["href"] and "sort=users" in link["href"]
+    assert users.select_one(".sort-mark[aria-hidden=true]").get_text() == "▼"
+    ddis = next(th for label, th in headers.items() if label.startswith("DDIs"))
+    assert not ddis.has_attr("aria-sort")
+    assert ddis.select_one("a.sort .visually-hidden").get_text() == " (sort ascending)"
+    assert [th.has_attr("aria-sort") for th in page.select("thead th")].count(True) == 1
+    ids = [tr.find("td").get_text(strip=True) for tr in page.select("tbody tr")]
+    counts_now = counted_now()
+    assert ids == sorted(counts_now, key=lambda c: (counts_now[c][1], c), reverse=True)
+    # The narrow screens' sort links offer the counts too.
+    narrow = [a.get_text(" ", strip=True) for a in page.select(".sort-links a")]
+    assert narrow[2:] == ["DDIs", "Phone users (descending)"]
+
+
+def test_without_the_rollup_the_counts_are_shown_but_not_sortable(counted_companies, factory):
+    with write_transaction() as session:
+        session.execute(delete(RollupState))
+    browser = factory.browser("root")
+    page = soup(browser.get("/admin/companies"))
+    rows = {tr.find("td").get_text(strip=True): tr for tr in page.select("tbody tr")}
+    assert rows["c5"].select("td")[3].get_text(strip=True) == "4"  # counted, still right
+    headers = page.select("thead th")
+    assert [bool(th.select("a.sort")) for th in headers] == [True, True, False, False, False, False]
+    response = browser.get("/admin/companies?sort=ddis")
+    assert response.status_code == 400
+    assert "needs the report rollup" in soup(response).select_one("[role=alert]").get_text()
 
 
 def test_create_and_rename_a_company(world, factory):
@@ -589,9 +718,9 @@ def test_audit_filters(world, factory):
     # Changes column ("Name: Acme Ltd → changed to Acme Two").
     post(browser, "/admin/companies/acme/rename", {"name": "Acme Two"})
     row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
-    assert row[1] == "root (ui)" and row[2] == "company.rename"
+    assert row[1] == "root (ui)" and row[2] == "Company renamed"  # the action's readable name
     assert row[5] == "Name: Acme Ltd → changed to Acme Two"
-    assert actions(target="company acme") == ["company.rename", "company.create"]
+    assert actions(target="company acme") == ["Company renamed", "Company created"]
 
     response = browser.get("/audit", query_string={"date_from": "31/01/2024"})
     assert response.status_code == 400

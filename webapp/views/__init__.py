@@ -9,6 +9,8 @@ from __future__ import annotations
 from flask import Flask, redirect, url_for
 from flask_login import login_required
 
+from ..services.history import actions
+
 
 @login_required
 def index():
@@ -77,5 +79,8 @@ def register(app: Flask) -> None:
     app.context_processor(lambda: {"nav_principal": principal})
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.jinja_env.filters["num"] = number
+    # The audit log's actions as readers name them, and whether one creates or deletes.
+    app.jinja_env.filters["action_name"] = actions.name
+    app.jinja_env.filters["action_effect"] = actions.effect
     app.add_url_rule("/", "index", index)
     app.before_request(refuse_unreadable_input)

@@ -5,7 +5,8 @@ A picker is a text field taking a company identifier; with JavaScript it suggest
 (templates/_macros/pickers.html, static/picker.js). Which companies a picker may offer is the
 service's to say (`companies.picker_scope`, by the picker's purpose): records, reports, audit,
 grants. A choice of several companies is a list of chosen companies, each with a remove button
-(a submit button `remove` = `<list>:<company>`), and a picker `add_<list>` to add one.
+(a submit button `remove` = `<list>:<company>`), and a picker `add_<list>` to add one. The audit
+log's actor field is the same picker over accounts (`/accounts/suggest`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..access import Principal
 from ..errors import Invalid
 from ..models import Company
 from ..services import companies
+from ..services.identity import accounts
 from .common import principal
 
 bp = Blueprint("pickers", __name__)
@@ -42,6 +44,17 @@ def suggest():
     except Invalid as exc:
         return render_template("pickers/_suggestions.html", error=exc.message, found=[]), 400
     return render_template("pickers/_suggestions.html", error=None, found=found, typed=text)
+
+
+@bp.get("/accounts/suggest")
+@login_required
+def suggest_actors():
+    """An HTML fragment for the audit log's actor field, a picker of accounts: at most 20
+    usernames containing `q` that the reader may know of (accounts.suggest_actors), prefix
+    matches first. 403 for an account that may not read the audit log."""
+    text = request.args.get("q", "")
+    found = accounts.suggest_actors(principal(), text)
+    return render_template("pickers/_account_suggestions.html", found=found, typed=text)
 
 
 # --- one company -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ...extensions import db
 from ...models import AuditEntry
 from ...observability.context import current_request_id
 from ..fields import ISO_DATE
-from . import audit_query
+from . import actions, audit_query
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +179,15 @@ def record_forms(target: str, scope: CompanyScope) -> tuple[str, ...]:
     return tuple(f for f in forms if (m := TARGET_COMPANY.match(f)) is None or m[1] in scope)
 
 
+def _action(value: str | None) -> str | None:
+    """The action filter: an action code ('ddi.delete', actions.NAMES), or None for none;
+    Invalid for text that is no action code."""
+    text = _text(value)
+    if text is not None and not actions.is_code(text):
+        raise Invalid("Action: not an action of the log.", {"action": "not an action of the log"})
+    return text
+
+
 def _conditions(
     principal: Principal,
     actor: str | None,
@@ -187,6 +196,7 @@ def _conditions(
     date_from: date | str | None,
     date_to: date | str | None,
     implied: frozenset[str] = frozenset(),
+    action: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """The filters of `search` and `export` as SQL conditions, access included; Forbidden or
     Invalid before anything is read. `implied` names conditions left out because the caller's
@@ -201,6 +211,8 @@ def _conditions(
     conditions = [] if "scope" in implied else [about(scope)]
     if actor := _text(actor):
         conditions.append(AuditEntry.actor == actor)
+    if action := _action(action):
+        conditions.append(AuditEntry.action == action)
     if target := _text(target):
         conditions.append(AuditEntry.target.in_(record_forms(target, scope)))
     if (company := _text(company)) and scope is not None and company not in scope:
@@ -224,6 +236,7 @@ def search(
     company: str | None = None,
     date_from: date | str | None = None,
     date_to: date | str | None = None,
+    action: str | None = None,
     after: Any = None,
     before: Any = None,
     oldest: bool = False,
@@ -242,9 +255,10 @@ def search(
     '44:2071234567', 'acme/ana', 'bob', or the target as stored, any case; a form naming a
     company the reader may not see finds nothing); `company` exact (either side of a move; one
     the reader may not see finds nothing); `date_from` and `date_to` whole UTC days, both
-    inclusive. Position: at most one of `after` or `before` an entry id (Older, Newer),
-    `oldest`, or a 1-based `page` (an offset, for old addresses). Invalid for a bad filter or
-    position, before anything is read.
+    inclusive; `action` an action code, exact ('ddi.delete'; actions.NAMES names them).
+    Position: at most one of `after` or `before` an entry id (Older, Newer), `oldest`, or a
+    1-based `page` (an offset, for old addresses). Invalid for a bad filter or position, before
+    anything is read.
     """
     principal.require_audit()
     positions = {"after": after is not None, "before": before is not None}
@@ -253,11 +267,13 @@ def search(
     )
     scope = principal.auditable_companies()
     record = record_forms(target, scope) if (target := _text(target)) else ()
-    parts = audit_query.branches(scope, record, _text(company), _text(actor))
+    parts = audit_query.branches(scope, record, _text(company), _text(actor), _action(action))
     # What the branches hold by themselves is no condition of its own: an OR over two columns
     # would lead PostgreSQL's planner to read both indexes whole (100 ms at 3M entries).
     implied = audit_query.implied(scope, record, _text(company))
-    conditions = _conditions(principal, actor, target, company, date_from, date_to, implied)
+    conditions = _conditions(
+        principal, actor, target, company, date_from, date_to, implied, action=action
+    )
     if target and not record:  # every form named a company the reader may not see
         return audit_query.AuditPage([], 0, False, False, False)
     found = audit_query.read_page(
@@ -284,6 +300,7 @@ def export(
     company: str | None = None,
     date_from: date | str | None = None,
     date_to: date | str | None = None,
+    action: str | None = None,
     chunk: int = EXPORT_CHUNK,
 ) -> Iterator[Shown]:
     """Every entry `search` would page through with these filters (the same access rules and
@@ -292,7 +309,7 @@ def export(
     Access and filters are checked now (Forbidden, Invalid); the rows are read as the
     iterator is consumed, each chunk after the last entry of the one before (at, id), so the
     log is never held in memory and each chunk is one range of the `at` index."""
-    conditions = _conditions(principal, actor, target, company, date_from, date_to)
+    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError("chunk must be a positive integer")
     scope = principal.auditable_companies()

@@ -14,10 +14,11 @@ A page is therefore never an offset into everything that matches, nor a count of
 The entries matching the filters are the union of disjoint branches, each one index range in
 (at, id) order: one per exact target the typed record may name (`targets`), else for the company
 filter its own entries and the moves away from it, else for a Company-Admin of a few companies
-one per company and side, else one per actor, else the whole log by time. A page reads each
-branch as an ordered range with LIMIT and keeps the first entries of their union, so it costs a
-page per branch however many entries match, and the count is the sum of each branch's count,
-each stopped at COUNT_CAP + 1 entries. Migration 0010 adds the indexes these ranges need.
+one per company and side, else one per actor, else one per action, else the whole log by time.
+A page reads each branch as an ordered range with LIMIT and keeps the first entries of their
+union, so it costs a page per branch however many entries match, and the count is the sum of
+each branch's count, each stopped at COUNT_CAP + 1 entries. Migrations 0010 and 0017 add the
+indexes these ranges need.
 """
 
 from __future__ import annotations
@@ -89,7 +90,11 @@ Key = tuple[datetime, int]  # an entry's position in the order: (at, id)
 
 
 def branches(
-    scope: CompanyScope, record: tuple[str, ...], company: str | None, actor: str | None
+    scope: CompanyScope,
+    record: tuple[str, ...],
+    company: str | None,
+    actor: str | None,
+    action: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """Disjoint conditions whose union, within the view's conditions (which already hold
     these filters and the reader's scope), is the view; each one an index range in (at, id)
@@ -107,6 +112,8 @@ def branches(
         return [a.company.in_(mine), a.other_company.in_(mine) & _not_company(mine)]
     if actor is not None:
         return [a.actor == actor]
+    if action is not None:
+        return [a.action == action]
     return [true()]
 
 

@@ -9,7 +9,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, true
+from sqlalchemy import ColumnElement, func, or_, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 from werkzeug.security import check_password_hash
@@ -18,7 +18,7 @@ from ...access import Principal
 from ...database import write_transaction
 from ...errors import Conflict, Forbidden, Invalid, NotFound
 from ...extensions import db
-from ...models import Account, Company
+from ...models import Account, Company, account_admin_companies
 from .. import paging
 from ..fields import check_format
 from ..history import audit
@@ -338,3 +338,42 @@ def change_own_password(principal: Principal, current: str, new: str) -> None:
     if not isinstance(current, str) or not check_password_hash(account.password_hash, current):
         raise Invalid("The current password is not correct.", {"current_password": "not correct"})
     set_password(principal, principal.username, new)
+
+
+# --- the audit log's actor suggestions ---------------------------------------------------------
+ACTOR_SUGGESTIONS = 20  # at most this many as someone types
+MAX_TYPED_ACTOR = 64  # usernames are at most 64 characters
+
+
+def suggest_actors(principal: Principal, text: object, limit: int = ACTOR_SUGGESTIONS) -> list[str]:
+    """At most `limit` usernames for the audit log's actor filter whose username contains
+    `text` (case-insensitive; prefix matches first, each by username; empty text: the first
+    usernames). Only accounts the reader may know of: a System-Admin every account; a
+    Company-Admin itself and the Company-Admins of its own companies, never an account only
+    of companies it cannot see (nor a System-Admin). Forbidden for anyone who may not read the
+    log (access.Principal.require_audit)."""
+    principal.require_audit()
+    typed = text.strip().lower()[:MAX_TYPED_ACTOR] if isinstance(text, str) else ""
+    scope = principal.auditable_companies()
+    visible: ColumnElement[bool] = true()
+    if scope is not None:
+        granted = select(account_admin_companies.c.account_id).where(
+            account_admin_companies.c.company_id.in_(sorted(scope))
+        )
+        visible = or_(Account.id.in_(granted), Account.username == principal.username)
+    starts = Account.username.startswith(typed, autoescape=True)
+    found = list(
+        db.session.scalars(
+            select(Account.username).where(visible, starts).order_by(Account.username).limit(limit)
+        )
+    )
+    if typed and len(found) < limit:  # then those containing it elsewhere
+        contains = Account.username.contains(typed, autoescape=True)
+        query = (
+            select(Account.username)
+            .where(visible, contains, ~starts)
+            .order_by(Account.username)
+            .limit(limit - len(found))
+        )
+        found += db.session.scalars(query)
+    return found
