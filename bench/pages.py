@@ -220,6 +220,9 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/reports/months/{s.closed[0]:04d}-{s.closed[1]:02d}/reopen",
         f"/reports/months/{s.closed[0]:04d}-{s.closed[1]:02d}/changes?kind=ddi",
         "/admin/companies",
+        # Sorted by a count (the rollup's, one seek per company), and its second page.
+        "/admin/companies?sort=ddis&dir=desc",
+        "/admin/companies?sort=users&dir=asc&page=2",
         f"/companies/{c}",
         "/admin/accounts",
         "/admin/accounts/new",
@@ -228,10 +231,15 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/audit?company={urllib.parse.quote(s.small_company)}",
         "/audit?actor=api-operator-3",
         "/audit?last=1",
+        # The action filter: a common action and a rare one (one index range each).
+        "/audit?action=ddi.update",
+        "/audit?action=month.close",
+        "/accounts/suggest?q=bench",
         "/account/tokens",
         "/companies/suggest?for=records&q=c0",
         "/admin/webhooks",
         f"/admin/webhooks/{s.webhook}",
+        f"/admin/webhooks/{s.webhook}/edit",
     ]
     company_admin = [
         *records,
@@ -240,6 +248,8 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         ddi_page,
         f"/companies/{c}",
         *audit,
+        "/audit?action=ddi.update",
+        "/accounts/suggest?q=bench",
         "/account/tokens",
     ]
     return [
