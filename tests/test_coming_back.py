@@ -301,3 +301,37 @@ def test_an_admin_forms_foreign_back_is_the_plain_list(world, back):
         "/admin/accounts",
     ]
     assert post(client, path, {"back": back}).headers["Location"] == "/admin/accounts"
+
+
+def test_a_ddis_own_page_is_come_back_to_from_its_edit_link_and_delete(world):
+    """The DDI page's Edit, Link and Delete carry the page as `back`: Cancel, the save and the
+    delete return to it (a deleted number's page says so), not to the list."""
+    client = world.browser("root")
+    page = RECORD["ddis"]
+    links = soup(client.get(page)).select(".pagehead .actions a")
+    assert [a.get_text() for a in links] == ["Edit", "Link", "Delete"]
+    for link in links:
+        assert parse_qs(urlsplit(link["href"]).query)["back"] == [page]
+        assert form_back(soup(client.get(link["href"]))) == [page, page]
+    saved = post(client, f"{page}/edit", {"virt_exten": "321", "company": ACME, "back": page})
+    assert saved.status_code == 302 and saved.headers["Location"] == page
+    linked = post(client, f"{page}/link", {"virt_exten": "322", "back": page})
+    assert linked.status_code == 302 and linked.headers["Location"] == page
+    shown = client.get(page).get_data(as_text=True)
+    assert "Linked DDI" in shown and "322" in shown
+    deleted = post(client, f"{page}/delete", {"back": page})
+    assert deleted.status_code == 302 and deleted.headers["Location"] == page
+    gone = soup(client.get(page))
+    assert gone.select_one("#ddi-gone") is not None
+    assert "Deleted DDI" in gone.get_text()
+
+
+def test_another_records_page_as_back_is_not_followed(world):
+    client = world.browser("root")
+    other = "/ddis/44/2079999999"
+    form = soup(client.get(f"{RECORD['ddis']}/edit?" + urlencode({"back": other})))
+    assert form_back(form) == ["/ddis", "/ddis"]
+    saved = post(
+        client, f"{RECORD['ddis']}/edit", {"virt_exten": "1", "company": ACME, "back": other}
+    )
+    assert saved.headers["Location"] == "/ddis"

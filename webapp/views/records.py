@@ -445,15 +445,31 @@ def _find(p: Principal, screen: Screen, keys: dict[str, str]) -> dict[str, str]:
     return record_query.get(p, screen.kind, keys)
 
 
+def _own_page(screen: Screen, record: dict[str, str]) -> str | None:
+    """The record's own page (a DDI's, /ddis/<dialcode>/<number>) when the form was opened
+    from it, its `back` being exactly that address: the save, Cancel and a delete come back
+    there rather than to the list. Anything else is not followed (see _parse_back)."""
+    if screen is not DDI:
+        return None
+    page = url_for("ddi_page.show", dialcode=record["dialcode"], number=record["number"])
+    raw = request.form.get("back") or request.args.get("back", "")
+    return page if raw == page else None
+
+
 def _done(
-    screen: Screen, message: str, state: dict[str, Any] | None = None, note: str | None = None
+    screen: Screen,
+    message: str,
+    state: dict[str, Any] | None = None,
+    note: str | None = None,
+    page: str | None = None,
 ):
-    """After a save: the list as the form's `back` state describes it (else its first page),
-    with a message naming the record."""
+    """After a save: the record's own page when the form came from it (`page`), else the list
+    as the form's `back` state describes it (else its first page), with a message naming the
+    record."""
     flash(message, "success")
     if note:
         flash(note, "info")
-    target = _list_url(screen, state)
+    target = page or _list_url(screen, state)
     if is_htmx():  # the form sat in a panel of the list: reload the list with the message
         response = make_response("", 200)
         response.headers["HX-Redirect"] = target
@@ -463,7 +479,8 @@ def _done(
 
 def _render_form(screen: Screen, form: RecordForm, action: str, record=None, status=200):
     template = "records/_form.html" if is_htmx() else "records/form.html"
-    back = _list_url(screen, _back_state(screen))
+    own = _own_page(screen, record) if record is not None else None
+    back = own or _list_url(screen, _back_state(screen))
     context = {"screen": screen, "form": form, "action": action, "record": record, "back": back}
     return render_template(template, **context), status
 
@@ -536,7 +553,7 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
         message = f"{verb} {screen.kind.label} {screen.label_of(record)}"
         if action == "link":
             message += f" to extension {values['virt_exten']}"
-        return _done(screen, message + ".", _back_state(screen))
+        return _done(screen, message + ".", _back_state(screen), page=_own_page(screen, record))
     else:
         return _render_form(screen, form, action, record, status=400)
     return _render_form(screen, form, action, record)
@@ -550,10 +567,11 @@ def _delete(screen: Screen, keys: dict[str, str]):
     if request.method == "POST" and form.validate_on_submit():
         crud.delete_rows(p, screen.kind, {**screen.keys_of(record), "company": record["company"]})
         message = f"Deleted {screen.kind.label} {screen.label_of(record)}."
-        return _done(screen, message, _back_state(screen))
+        # From the DDI's own page, back to it: it says the number was deleted, with its history.
+        return _done(screen, message, _back_state(screen), page=_own_page(screen, record))
     template = "records/_delete.html" if is_htmx() else "records/delete.html"
     status = 400 if request.method == "POST" else 200
-    back = _list_url(screen, _back_state(screen))
+    back = _own_page(screen, record) or _list_url(screen, _back_state(screen))
     context = {"screen": screen, "form": form, "record": record, "back": back}
     return render_template(template, **context), status
 
