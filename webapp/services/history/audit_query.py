@@ -110,7 +110,9 @@ def branches(
     # or (company, actor, at, id). Its moves away are a short range of other_company's index:
     # the filters are read off the range, not an index of their own (see _unindexed).
     own_filters = [c == v for c, v in ((a.actor, actor), (a.action, action)) if v is not None]
-    moved_filters = [_unindexed(c) == v for c, v in ((a.actor, actor), (a.action, action)) if v]
+    moved_filters = [
+        _unindexed(c) == v for c, v in ((a.actor, actor), (a.action, action)) if v is not None
+    ]
     if company is not None:
         return [
             and_(a.company == company, *own_filters),
