@@ -6,7 +6,9 @@ every filter, both ways of splitting a Company-Admin's scope into branches, and 
 walking the Older links from the newest page and the Newer links from the oldest must give
 exactly the entries a plain filter and sort in Python gives, and the count must be that number
 (stopped at the cap). The action filter is one more of them (its own branch when it is the only
-filter of a System-Admin's view, a condition otherwise).
+filter of a System-Admin's view; held by each branch of a company, the reader's or the company
+filter's, with the actor filter; a condition otherwise), and every action is walked for each
+reader, alone and with an actor or a company.
 """
 
 from __future__ import annotations
@@ -80,6 +82,16 @@ def expected(entries, scope, actor, target, company, action=None) -> list[int]:
     return [e["id"] for e in kept]
 
 
+def random_filters(rng: random.Random, i: int) -> dict:
+    """The view's filters, at random; none for i == 0 (the scope alone decides the branches)."""
+    return {
+        "actor": rng.choice([None, *ACTORS]) if i else None,
+        "target": rng.choice([None, None, *TARGETS]) if i else None,
+        "company": rng.choice([None, None, *COMPANIES]) if i else None,
+        "action": rng.choice([None, None, *ACTIONS]) if i else None,
+    }
+
+
 PRINCIPALS = {
     "system_admin": Principal(username="root", via="ui", system_admin=True),
     "admin_of_one": Principal(username="one", via="ui", admin_of=frozenset({"acme"})),
@@ -104,13 +116,18 @@ def test_every_page_walk_gives_the_plain_filter(app, factory, monkeypatch, seed,
             ).inserted_primary_key[0]
     for name, principal in PRINCIPALS.items():
         scope = principal.auditable_companies()
-        for i in range(7):
-            # The unfiltered view first: the scope alone decides the branches.
-            actor = rng.choice([None, *ACTORS]) if i else None
-            target = rng.choice([None, None, *TARGETS]) if i else None
-            company = rng.choice([None, None, *COMPANIES]) if i else None
-            action = rng.choice([None, None, *ACTIONS]) if i else None
-            filters = {"actor": actor, "target": target, "company": company, "action": action}
+        views = [random_filters(rng, i) for i in range(7)] + [
+            {"actor": actor, "target": None, "company": company, "action": action}
+            for action in ACTIONS
+            for actor, company in [(None, None), (rng.choice(ACTORS), None), (None, "acme")]
+        ]
+        for filters in views:
+            actor, target, company, action = (
+                filters["actor"],
+                filters["target"],
+                filters["company"],
+                filters["action"],
+            )
             want = expected(entries, scope, actor, target, company, action)
             per_page = rng.choice([1, 4, 7])
             label = (name, filters, per_page)
@@ -201,7 +218,7 @@ def test_moves_away_are_read_on_their_index_even_with_statistics(app):
 
 def test_the_action_filter_alone_is_one_range_of_its_index(app):
     """A System-Admin's view filtered by action alone reads the action's entries as one range
-    of ix_audit_log_action (migration 0016) in (at, id) order, not the whole log by time."""
+    of ix_audit_log_action (migration 0017) in (at, id) order, not the whole log by time."""
     from sqlalchemy import select, text
 
     from webapp.extensions import db
@@ -246,3 +263,107 @@ def test_the_action_filter_alone_is_one_range_of_its_index(app):
     assert str(audit_query.branches(None, (), None, "ana", "month.close")[0]) == str(
         AuditEntry.actor == "ana"
     )
+
+
+def _plans_of_search(principal: Principal, **filters) -> list[tuple[str, str]]:
+    """Every query audit.search runs on the log for this view, with its plan (EXPLAIN QUERY
+    PLAN on SQLite, EXPLAIN on PostgreSQL) as one text."""
+    from sqlalchemy import event
+
+    from webapp.extensions import db
+
+    run: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if "audit_log" in statement:
+            run.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        audit.search(principal, **filters, per_page=50)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
+    connection = db.session.connection()
+    plans = [
+        (statement, "\n".join(str(r) for r in connection.exec_driver_sql(explain + statement, p)))
+        for statement, p in run
+    ]
+    db.session.rollback()
+    return plans
+
+
+# SQLite's statistics of the bench's log (3 million entries, 10,000 companies) analyzed before
+# migrations 0017 and 0018 built their indexes: none for these until the next ANALYZE.
+BENCH_STATISTICS = {
+    "ix_audit_log_target": "3091313 3 2 1",
+    "ix_audit_log_actor": "3091313 386415 1 1",
+    "ix_audit_log_other_company": "3091313 3091313 2 1",
+    "ix_audit_log_company": "3091313 310 2 1",
+    "ix_audit_log_at": "3091313 2 1",
+}
+
+
+@pytest.mark.parametrize("statistics", ["analyzed", "bench"])
+@pytest.mark.parametrize(
+    ("filters", "index"),
+    [
+        ({"action": "ddi.delete"}, "ix_audit_log_company_action"),
+        ({"actor": "cli"}, "ix_audit_log_company_actor"),
+    ],
+    ids=["action", "actor"],
+)
+def test_a_company_admins_filter_is_one_range_per_company_and_side(app, filters, index, statistics):
+    """A Company-Admin's view filtered by action (or actor) reads each company's own entries
+    of it as one range of (company, action, at, id) (or actor; migration 0018), and its moves
+    away as one range of ix_audit_log_other_company, each in (at, id) order: not the action's
+    range of the whole log read for the company's few moves (6 s at 3 million entries, where
+    the action's index had no statistics), nor the company's range read for the action's (or
+    actor's) few entries."""
+    from sqlalchemy import text
+
+    from webapp.extensions import db
+
+    # Statistics as at a provider's: many companies and entries, few of the action and actor
+    # asked for, no move away (other_company NULL everywhere).
+    now = datetime(2026, 11, 1)
+    rows = [
+        {
+            "at": now + timedelta(seconds=i),
+            "actor": "cli" if i % 1000 == 0 else f"api-{i % 7}",
+            "via": "api",
+            "action": "ddi.delete" if i % 500 == 0 else ("ddi.create", "user.create")[i % 2],
+            "target": f"ddi 1:{i}",
+            "company": f"c{i % 50:05}",
+            "other_company": None,
+        }
+        for i in range(6000)
+    ]
+    with write_transaction() as session:
+        session.execute(AuditEntry.__table__.insert(), rows)
+        session.execute(text("ANALYZE"))
+        if statistics != "analyzed":
+            if db.engine.dialect.name != "sqlite":
+                pytest.skip("SQLite's statistics are per index")
+            session.execute(text("DELETE FROM sqlite_stat1 WHERE tbl = 'audit_log'"))
+            session.execute(
+                text("INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('audit_log', :i, :s)"),
+                [{"i": i, "s": stat} for i, stat in BENCH_STATISTICS.items()],
+            )
+            session.execute(text("ANALYZE sqlite_master"))  # the planner reads them again
+    reader = Principal(username="ca", via="ui", admin_of=frozenset({"c00000", "c00001"}))
+    plans = _plans_of_search(reader, **filters)
+    sort = "TEMP B-TREE" if db.engine.dialect.name == "sqlite" else "Sort"
+    # Per company and side: a count and a page.
+    assert len(plans) == 2 * 2 * 2, plans
+    for statement, plan in plans:
+        moved = "other_company =" in statement
+        assert ("ix_audit_log_other_company" if moved else index) in plan, (statement, plan)
+        assert "ix_audit_log_action" not in plan and sort not in plan, (statement, plan)
+    found = audit.search(reader, **filters)
+    want = [
+        r["at"]
+        for r in rows
+        if r["company"] in reader.admin_of and all(r[k] == v for k, v in filters.items())
+    ]
+    assert [r.at for r in found.rows] == sorted(want, reverse=True) and found.total == len(want)

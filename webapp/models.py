@@ -347,7 +347,8 @@ class AuditEntry(Model):
     __tablename__ = "audit_log"
     # Each page of /audit is a few ranges of these indexes in (at, id) order, newest first
     # (services/history/audit_query.py): the whole log, one company's own entries or its moves away,
-    # one actor's, one target's (migration 0010), one action's (migration 0017).
+    # one actor's, one target's (migration 0010), one action's (migration 0017), one company's
+    # of one action or one actor (migration 0018).
     __table_args__ = (
         Index("ix_audit_log_at", "at", "id"),
         Index("ix_audit_log_company", "company", "at", "id"),
@@ -355,6 +356,8 @@ class AuditEntry(Model):
         Index("ix_audit_log_actor", "actor", "at", "id"),
         Index("ix_audit_log_target", "target", "at", "id"),
         Index("ix_audit_log_action", "action", "at", "id"),
+        Index("ix_audit_log_company_action", "company", "action", "at", "id"),
+        Index("ix_audit_log_company_actor", "company", "actor", "at", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

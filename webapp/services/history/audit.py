@@ -200,7 +200,7 @@ def _conditions(
 ) -> list[ColumnElement[bool]]:
     """The filters of `search` and `export` as SQL conditions, access included; Forbidden or
     Invalid before anything is read. `implied` names conditions left out because the caller's
-    branches hold them already ('scope', 'company')."""
+    branches hold them already ('scope', 'company', 'actor', 'action')."""
     principal.require_audit()
     start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
     if start and end and end < start:
@@ -209,9 +209,9 @@ def _conditions(
         )
     scope = principal.auditable_companies()
     conditions = [] if "scope" in implied else [about(scope)]
-    if actor := _text(actor):
+    if (actor := _text(actor)) and "actor" not in implied:
         conditions.append(AuditEntry.actor == actor)
-    if action := _action(action):
+    if (action := _action(action)) and "action" not in implied:
         conditions.append(AuditEntry.action == action)
     if target := _text(target):
         conditions.append(AuditEntry.target.in_(record_forms(target, scope)))
