@@ -231,8 +231,9 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/audit?company={urllib.parse.quote(s.small_company)}",
         "/audit?actor=api-operator-3",
         "/audit?last=1",
-        # The action filter: a common action and a rare one (one index range each).
-        "/audit?action=ddi.update",
+        # The action filter: a common action (a million entries) and a rare one (one index
+        # range each).
+        "/audit?action=ddi.delete",
         "/audit?action=month.close",
         "/accounts/suggest?q=bench",
         "/account/tokens",
@@ -248,7 +249,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         ddi_page,
         f"/companies/{c}",
         *audit,
-        "/audit?action=ddi.update",
+        "/audit?action=month.close",  # a rare action (none of the company's)
         # A common action of the log, and an actor with no entry of the company: each one
         # range per company and side (migration 0018), not the action's or company's whole.
         "/audit?action=ddi.delete",
