@@ -176,3 +176,27 @@
   document.addEventListener("DOMContentLoaded", reveal);
   document.addEventListener("htmx:afterSettle", reveal);
 })();
+
+/* The bulk bar's fold (templates/records/_rows.html, a <details>): app.css shows its content at
+   desktop width and once a row is ticked, where the browser lets CSS style ::details-content;
+   for a browser that cannot, it is opened here then. A phone keeps it closed until tapped or
+   a row is ticked. */
+(function () {
+  "use strict";
+
+  var desktop = window.matchMedia("(min-width: 641px)");
+
+  function openFolds() {
+    document.querySelectorAll("details.bulk-fold:not([open])").forEach(function (fold) {
+      var list = fold.closest("#rows");
+      if (desktop.matches || (list && list.querySelector("input.tick:checked"))) {
+        fold.open = true;
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", openFolds);
+  document.addEventListener("htmx:afterSettle", openFolds);
+  document.addEventListener("change", openFolds);
+  desktop.addEventListener("change", openFolds);
+})();

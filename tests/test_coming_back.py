@@ -335,3 +335,21 @@ def test_another_records_page_as_back_is_not_followed(world):
         client, f"{RECORD['ddis']}/edit", {"virt_exten": "1", "company": ACME, "back": other}
     )
     assert saved.headers["Location"] == "/ddis"
+
+
+@pytest.mark.parametrize(("plural", "path", "values"), ADMIN_ACTIONS)
+def test_the_row_an_admin_form_saved_is_marked_once(world, plural, path, values):
+    """As on the record lists: back on the filtered, sorted list, the row is marked (tr.changed,
+    aria-current, "Just saved"), and only the first time the list is shown again."""
+    client = world.browser("root")
+    key = path.split("/")[3]
+    state = {"q": key, "sort": "name", "dir": "desc"} if plural == "companies" else {"q": key}
+    back = f"/admin/{plural}?{urlencode(state)}"
+    done = post(client, path, {**values, "back": back})
+    assert done.headers["Location"] == back
+    page = soup(client.get(back))
+    [marked] = page.select("tbody tr.changed[aria-current=true]")
+    assert key in marked.get_text() and "Just saved" in marked.get_text()
+    assert key in page.select_one("#flashes .flash").get_text()  # and the message says what
+    again = soup(client.get(back))
+    assert again.select("tbody tr.changed") == [] and "Just saved" not in again.get_text()

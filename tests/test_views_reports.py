@@ -94,6 +94,12 @@ def picker_ids(soup: BeautifulSoup) -> list[str]:
     return [i["value"] for i in soup.select("#company-chosen input[type=hidden][name=company]")]
 
 
+def left_out(soup: BeautifulSoup) -> str | None:
+    """The report page's note of the `company` parameters it left out."""
+    note = soup.select_one("p.left-out[role=status]")
+    return note.get_text(" ", strip=True) if note else None
+
+
 def suggested(client, q: str = "") -> list[str]:
     """The companies the report's picker suggests to this client for `q`."""
     response = client.get("/companies/suggest", query_string={"for": "reports", "q": q})
@@ -218,12 +224,17 @@ def test_each_role_sees_exactly_its_companies(browsers, kind, username):
     rows = csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=query))
     assert [r[0] for r in rows[1:]] == list(sees)
 
-    # Only companies it may not see: nothing to show, and nothing in the CSV but the header.
+    # Only companies it may not see: the page says so and shows its own; the CSV of that
+    # address (as the API) holds nothing but the header.
     if hidden:
         query = {**OCT, "company": hidden}
         soup = page(browser.get(PAGES[kind], query_string=query))
-        assert soup.select("table.matrix, table.calendar") == []
-        assert soup.select_one(".empty") is not None
+        assert left_out(soup) == (
+            f"You may not read the reports of {', '.join(hidden)} (or they do not exist): "
+            "showing every company you may report on."
+        )
+        assert picker_ids(soup) == []
+        assert soup.select_one("table.calendar")["data-company"] == sees[0]
         assert len(csv_rows(browser.get(f"{PAGES[kind]}.csv", query_string=query))) == 1
         for company in hidden:
             response = browser.get(
@@ -231,6 +242,40 @@ def test_each_role_sees_exactly_its_companies(browsers, kind, username):
             )
             page(response, 404)
             assert KEYS[kind][OTHER][0] not in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_company_it_may_not_read_is_left_out_and_said_so(world, browsers, kind):
+    """A Billing account granted acme asks for a company that exists but is not its own, or
+    one that does not exist: the same words (it may not learn which exist), its own companies
+    shown, or the others asked for."""
+    browser = browsers("reporter")
+    notes = {}
+    for company in (OTHER, "c00000"):
+        soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": company}))
+        notes[company] = left_out(soup)
+        assert picker_ids(soup) == []
+        assert soup.select_one("table.calendar")["data-company"] == HOME
+        assert NAMES[OTHER] not in str(soup)
+    assert notes["c00000"] == (
+        "You may not read the reports of c00000 (or it does not exist): "
+        "showing every company you may report on."
+    )
+    assert notes[OTHER] == notes["c00000"].replace("c00000", OTHER)
+
+    soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": [HOME, "c00000"]}))
+    assert left_out(soup) == (
+        "You may not read the reports of c00000 (or it does not exist): showing the others."
+    )
+    assert picker_ids(soup) == [HOME]
+    # Its own companies only: no note.
+    assert left_out(page(browser.get(PAGES[kind], query_string={**OCT, "company": HOME}))) is None
+
+    # Sent from the form (Show, Add, Remove): the report's address without it, and the note.
+    answer = browser.get(PAGES[kind], query_string={"company": ["c00000", HOME], "add": "1"})
+    assert answer.status_code == 302 and "c00000" not in answer.headers["Location"]
+    soup = page(browser.get(answer.headers["Location"]))
+    assert "c00000 (or it does not exist)" in soup.select_one("#flashes").get_text()
 
 
 # --- the calendar ----------------------------------------------------------------------------

@@ -162,3 +162,27 @@ def test_audit_actor_suggestions_and_action_filter(live_server, factory, page, s
     expect(page).to_have_url(re.compile(r"action=ddi.delete"))
     expect(page.locator("#audit-rows tbody td[data-label=Action]")).to_have_text(["DDI deleted"])
     expect(page.locator("#audit-rows .changes-deleted .change-kind")).to_have_text("Deleted")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_audit_filters_line_up(live_server, factory, page, sign_in, width):
+    """The fields' labels and boxes share their row's top whatever hint hangs under one (the
+    actor's; the target's forms, folded under "Forms it takes"); at 1280 px Actor to To make
+    one row."""
+    factory.account("root", **ADMIN)
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in("root")
+    page.goto(f"{live_server}/audit")
+    form = page.get_by_role("search", name="Filter the audit log")
+    names = ["Actor", "Action", "Target", "Company", "From", "To"]
+    tops = {n: round(form.get_by_label(n, exact=True).bounding_box()["y"]) for n in names}
+    if width == 1280:
+        assert len(set(tops.values())) == 1, tops
+    else:  # two a row: Actor and Action, Target alone, Company and From, To
+        assert tops["Actor"] == tops["Action"] and tops["Company"] == tops["From"], tops
+    forms = form.locator("#target-hint")
+    expect(forms).to_be_hidden()
+    form.get_by_text("Forms it takes").click()
+    expect(forms).to_be_visible()
+    expect(forms).to_contain_text("44:2071234567")
+    assert round(form.get_by_label("Target", exact=True).bounding_box()["y"]) == tops["Target"]

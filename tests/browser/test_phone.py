@@ -212,3 +212,89 @@ def test_long_names_wrap_instead_of_widening_a_page(ready, live_server, factory,
                 .filter((wrap) => wrap.scrollWidth > wrap.clientWidth).length"""
         )
         assert cut == 0, f"{path}: a table scrolls sideways"
+
+
+@pytest.mark.parametrize("plural", ["ddis", "users"])
+def test_tick_all_is_in_sight_on_a_phone(ready, live_server, factory, page, sign_in, plural):
+    """The stacked table's header is out of sight; its "Tick all on this page" box is not: it
+    ticks every row of the page and shows the bulk bar."""
+    factory.ddi("44", "2071000003", "acme")
+    factory.user("bob", "acme")
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    page.goto(f"{live_server}/{plural}")
+    wait_for_htmx(page)
+    bar = page.locator("form#bulk")
+    expect(bar).to_be_hidden()
+    tick_all = page.get_by_label("Tick all on this page")
+    expect(tick_all).to_be_visible()
+    box = tick_all.bounding_box()
+    assert box is not None and 0 <= box["x"] < PHONE["width"], box
+    tick_all.check()
+    ticks = page.locator("#rows tbody input.tick")
+    expect(ticks).to_have_count(2)
+    expect(page.locator("#rows tbody input.tick:checked")).to_have_count(2)
+    expect(bar).to_be_visible()
+    page.get_by_label(re.compile(r"^Tick (44:2071000001|acme/alice)$")).uncheck()
+    assert tick_all.evaluate("box => box.indeterminate")
+    # The words above the rows are its label: clicking them ticks them all again.
+    page.get_by_text("Tick all on this page", exact=True).click()
+    expect(page.locator("#rows tbody input.tick:checked")).to_have_count(2)
+
+
+@pytest.mark.parametrize("width", [1280, PHONE["width"]])
+def test_the_number_searchs_example_is_whole(ready, live_server, page, sign_in, width):
+    page.set_viewport_size({**PHONE, "width": width})
+    sign_in("root")
+    page.goto(f"{live_server}/ddis")
+    search = page.locator("#filter-q")
+    expect(search).to_be_visible()
+    text, room = search.evaluate(
+        """(box) => {
+            const style = getComputedStyle(box);
+            const ctx = document.createElement('canvas').getContext('2d');
+            ctx.font = style.font;
+            const room = box.clientWidth - parseFloat(style.paddingLeft)
+                - parseFloat(style.paddingRight);
+            return [ctx.measureText(box.placeholder).width, room];
+        }"""
+    )
+    assert "4567" in search.get_attribute("placeholder")
+    assert text <= room, f"the example is {text:.0f} px in a box of {room:.0f} px"
+
+
+@pytest.mark.parametrize("script", [True, False])
+def test_a_filtered_lists_bulk_bar_is_one_line_on_a_phone(
+    ready, live_server, factory, browser: Browser, script
+):
+    """Under 640 px the bar is folded, "Change several…", until it is opened or a row is ticked
+    (CSS alone, so also without JavaScript); then the whole form is there."""
+    factory.ddi("44", "2071000003", "acme")
+    context = browser.new_context(viewport=PHONE, java_script_enabled=script)
+    phone = context.new_page()
+    phone.goto(f"{live_server}/login")
+    phone.get_by_label("Username").fill("root")
+    phone.get_by_label("Password").fill(PASSWORD)
+    phone.get_by_role("button", name="Sign in").click()
+    phone.goto(f"{live_server}/ddis?company=acme")
+    bar = phone.locator("form#bulk")
+    expect(bar).to_be_visible()
+    assert bar.bounding_box()["height"] <= NAV_ROW, bar.bounding_box()
+    everything = bar.get_by_label("all 2 matching the filters")
+    expect(everything).to_be_hidden()
+    # Ticking a row unfolds it.
+    phone.get_by_label("Tick 44:2071000003").check()
+    expect(everything).to_be_visible()
+    expect(bar.get_by_role("button", name="Continue…")).to_be_visible()
+    phone.get_by_label("Tick 44:2071000003").uncheck()
+    if not script:
+        expect(everything).to_be_hidden()
+    # Or opening it.
+    phone.reload()
+    bar.get_by_text("Change several…").click()
+    expect(everything).to_be_visible()
+    everything.check()
+    bar.get_by_label("Move them to").fill("globex")
+    bar.get_by_role("button", name="Continue…").click()
+    expect(phone.get_by_role("heading", name="Move 2 DDIs to globex?")).to_be_visible()
+    context.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from flask_login import login_required
 from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
@@ -33,6 +33,25 @@ PER_PAGE = 50
 # What a list's address may hold when a form comes back to it.
 COMPANIES_BACK = ("q", "sort", "dir", "page")
 ACCOUNTS_BACK = ("q", "page")
+
+
+# The row a list marks once, after one of its forms saved (as the record lists do,
+# views/records.py MARK): {"list": "companies" or "accounts", "key": the row's identifier}.
+ADMIN_MARK = "changed_admin_row"
+
+
+def _mark(list_name: str, key: str) -> None:
+    session[ADMIN_MARK] = {"list": list_name, "key": key}
+
+
+def _take_mark(list_name: str) -> str | None:
+    """The row to mark on this list, once: the next page of it shown no longer marks it."""
+    # Only a session holding a mark is changed (and so sent back as a cookie).
+    mark = session.pop(ADMIN_MARK) if ADMIN_MARK in session else None
+    if not isinstance(mark, dict) or mark.get("list") != list_name:
+        return None
+    key = mark.get("key")
+    return key if isinstance(key, str) else None
 
 
 def _companies_back() -> str:
@@ -103,6 +122,7 @@ def companies_page():
         "descending": descending,
         "error": error,
         "back_arg": list_here("admin.companies", args, listing.number),
+        "marked": _take_mark("companies"),
     }
     if is_htmx() and request.method == "GET":
         return render_template("admin/_company_rows.html", oob=True, **context), status, VARY
@@ -123,6 +143,7 @@ def company_rename(company_id: str):
             status = form_error(form, exc)
         else:
             flash(f"Company {company_id} renamed.", "success")
+            _mark("companies", company_id)
             return redirect(_companies_back())
     context = {"company": company, "form": form, "back": _companies_back()}
     return render_template("admin/company_rename.html", **context), status
@@ -228,6 +249,7 @@ def _accounts_list(error: str | None = None, status: int = 200):
         "args": args,
         "error": error,
         "back_arg": list_here("admin.accounts", args, listing.number),
+        "marked": _take_mark("accounts"),
     }
     if is_htmx() and request.method == "GET":
         return render_template("admin/_account_rows.html", **context), status, VARY
@@ -279,6 +301,7 @@ def account_grants(username: str):
             status = form_error(form, exc)
         else:
             flash(f"Grants of {username} saved.", "success")
+            _mark("accounts", username)
             return redirect(_accounts_back())
     context = {"account": account, "form": form, "choosers": choosers, "back": _accounts_back()}
     return render_template("admin/account_grants.html", **context), status or 200
@@ -297,6 +320,7 @@ def account_password(username: str):
         except ServiceError as exc:
             status = form_error(form, exc)
         else:
+            _mark("accounts", username)
             if generated is not None:
                 return _secret_page(
                     title="Password reset",
@@ -326,6 +350,7 @@ def account_disable(username: str):
             status = form_error(form, exc)
         else:
             flash(f"Account {username} disabled; its sessions and tokens no longer work.", "info")
+            _mark("accounts", username)
             return redirect(_accounts_back())
     context = {"account": account, "form": form, "back": _accounts_back()}
     return render_template("admin/account_disable.html", **context), status
@@ -350,6 +375,7 @@ def account_enable(username: str):
         "not revoked work again (see its tokens).",
         "success",
     )
+    _mark("accounts", username)
     back: dict[str, Any] = page_args(request.form, ("q", "page"))
     return redirect(url_for("admin.accounts", _anchor=f"account-{username}", **back))
 

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from flask import (
     Blueprint,
     current_app,
+    flash,
     make_response,
     redirect,
     render_template,
@@ -62,12 +63,19 @@ class Resolved:
     page: int  # from 1
 
 
-def _resolve(kind: str, reportable: set[str]) -> Resolved:
-    """Rank the request's companies and read the page asked for; Invalid for bad parameters,
-    Forbidden from the service. `reportable`: the companies the account may pick."""
+def _resolve(kind: str, chosen: list[str]) -> Resolved:
+    """Rank the chosen companies (none: all it may report on) and read the page asked for;
+    Invalid for bad parameters, Forbidden from the service. `chosen`: the request's companies
+    the account may report on (_chosen), so that one it may not leaves the others, or all."""
     me = principal()
-    scope = report_query.scope_from_query(request.args.to_dict(flat=False), report_query.PAGE)
-    parsed = reports.parse_scope(scope)
+    args = request.args.to_dict(flat=False)
+    # Every parameter as asked is checked (a malformed identifier is a 400), then the
+    # companies are those chosen.
+    reports.parse_scope(report_query.scope_from_query(args, report_query.PAGE))
+    args.pop("company", None)
+    if chosen:
+        args["company"] = chosen
+    parsed = reports.parse_scope(report_query.scope_from_query(args, report_query.PAGE))
     contains = _filter_param()
     number = _page_param()
     tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
@@ -84,7 +92,7 @@ def _resolve(kind: str, reportable: set[str]) -> Resolved:
     if ranking.chosen == 1 and not ranking.rows:
         # One company is its calendar, which has no filter.
         ranking = reports.ranking(me, kind, parsed, today=today)
-    selected = [c for c in (parsed.companies or []) if c in reportable]
+    selected = [c for c in (parsed.companies or []) if c in chosen]
     return Resolved(kind, ranking, today, selected, contains, ranking.offset // PAGE_SIZE + 1)
 
 
@@ -151,6 +159,21 @@ def _chosen(me: Principal) -> pickers.Chosen:
     return chosen
 
 
+def _left_out(chosen: pickers.Chosen) -> str | None:
+    """What the page says of the `company` parameters it left out, if any: the same words
+    whether such a company does not exist or is not the account's to read (docs/decisions.md,
+    company pickers)."""
+    gone = pickers.removals(request.args, "company")
+    asked = dict.fromkeys(c for c in request.args.getlist("company") if c and c not in gone)
+    left = [c for c in asked if c not in chosen.names]
+    if not left:
+        return None
+    which = ", ".join(left)
+    exists = "it does not exist" if len(left) == 1 else "they do not exist"
+    shown = "showing the others" if chosen.ids else "showing every company you may report on"
+    return f"You may not read the reports of {which} (or {exists}): {shown}."
+
+
 def _chosen_url(kind: str, chosen: pickers.Chosen) -> str:
     """The report's address for the chosen companies and the month asked for."""
     args: dict[str, Any] = {k: v for k in ("month", "year") if (v := request.args.get(k, ""))}
@@ -164,11 +187,13 @@ def _page(kind: str):
     if chosen.ok and (pickers.pressed(request.args) or "add_company" in request.args):
         # The form was sent (Show, Add or a Remove): the report's own address, so its links
         # and bookmarks stay the `company`, `month`, `year` they always were.
+        if left_out := _left_out(chosen):
+            flash(left_out, "info")
         return redirect(_chosen_url(kind, chosen))
     try:
         if not chosen.ok:
             raise Invalid(f"Company '{chosen.picked.text}': {chosen.picked.error}.")
-        result = _resolve(kind, set(chosen.ids))
+        result = _resolve(kind, chosen.ids)
     except Invalid as exc:
         tz = periods.zone(current_app.config["REPORT_TIMEZONE"])
         today = periods.today_in(tz)
@@ -263,6 +288,7 @@ def _picker_context(kind, choices, today, year, month, selected) -> dict[str, An
         "title": TITLES[kind],
         "noun": NOUNS[kind],
         "choices": choices,
+        "left_out": _left_out(choices),
         "selected": set(selected),
         "year": year,
         "month": month,
