@@ -155,7 +155,7 @@ class FormOnce(Model):
     key: Mapped[str] = mapped_column(String(32), primary_key=True)
     account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
     used_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
-    what: Mapped[str] = mapped_column(String(300), default="")
+    what: Mapped[str] = mapped_column(Text, default="")
 
 
 class ApiToken(Model):

@@ -26,7 +26,7 @@ def upgrade():
         sa.Column("key", sa.String(length=32), nullable=False),
         sa.Column("account_id", sa.Integer(), nullable=False),
         sa.Column("used_at", sa.DateTime(), nullable=False),
-        sa.Column("what", sa.String(length=300), nullable=False),
+        sa.Column("what", sa.Text(), nullable=False),
         sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("key"),
     )

@@ -249,3 +249,20 @@ def test_a_reload_after_adding_re_posts_and_adds_no_second_webhook(
     assert shown not in page.content()
     db.session.rollback()
     assert len(db.session.scalars(select(Webhook)).all()) == 1
+
+
+def test_a_double_click_on_add_webhook_sends_it_once_and_shows_the_secret(
+    ready, page: Page, live_server, sign_in
+):
+    """Chromium sends a double-clicked form once (no script needed): the answer shown is the
+    one with the secret, not the "already done" a second POST would get."""
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks")
+    page.get_by_label("URL").fill(URL)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.get_by_role("button", name="Add webhook").dblclick()
+    expect(page.locator("#secret")).to_have_text(re.compile(r"^whsec_"))
+    assert posts == [f"{live_server}/admin/webhooks"]
+    db.session.rollback()
+    assert len(db.session.scalars(select(Webhook)).all()) == 1

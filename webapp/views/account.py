@@ -66,7 +66,10 @@ def token_create():
             done = once.act(
                 url_for("account.tokens"),
                 lambda: api_tokens.create(me, me.username, label),
-                lambda _: f"a token labelled {label!r} was made" if label else "a token was made",
+                lambda _: (
+                    f"a token {'labelled ' + repr(label) if label else 'with no label'} was made"
+                    " (it is shown only once; if it was not copied, revoke it and make another)"
+                ),
             )
         except ServiceError as exc:
             return _page(token_form=form, status=form_error(form, exc))

@@ -106,7 +106,7 @@ def _record(key: str, what: str | None) -> None:
         if what is None:
             session.delete(row)
         else:
-            row.what = what[:300]
+            row.what = what
 
 
 def act(back: str, action: Callable[[], T], said: Callable[[T], str]) -> T | Answer:

@@ -195,7 +195,10 @@ def index() -> ResponseReturnValue:
                 lambda: webhooks.create(
                     me, form.url.data or "", form.event.data or [], _settings(chosen)
                 ),
-                lambda made: f"webhook {made[0].id} was added for {made[0].url}",
+                lambda made: (
+                    f"webhook {made[0].id} was added for {made[0].url} (its secret is shown"
+                    " only once; if it was not copied, rotate it on the webhook's page)"
+                ),
             )
         except ServiceError as exc:
             status = refused(form, chosen, exc)
@@ -364,7 +367,10 @@ def rotate_secret(webhook_id: int) -> ResponseReturnValue:
         done = once.act(
             url_for("webhooks.page", webhook_id=webhook_id),
             lambda: webhooks.rotate_secret(me, webhook_id),
-            lambda _: f"the signing secret of webhook {webhook_id} was rotated",
+            lambda _: (
+                f"the signing secret of webhook {webhook_id} was rotated (the new one is shown"
+                " only once; if it was not copied, rotate again)"
+            ),
         )
         if isinstance(done, once.Answer):  # rotating again would drop the secret still in use
             return done.response
