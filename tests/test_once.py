@@ -151,3 +151,17 @@ def test_keys_older_than_a_session_are_pruned(world):
             session.execute(update(FormOnce).values(used_at=FormOnce.used_at - timedelta(days=31)))
     db.session.rollback()
     assert count(FormOnce) == 1  # the second POST pruned the first key
+
+
+def test_a_repeat_while_the_first_is_still_acting_does_nothing(world):
+    """The key is recorded before the action (the second of two POSTs at once finds it, or waits
+    for it and fails on its primary key): a repeat meanwhile is told it is being done."""
+    browser = world.browser("nobody")
+    data = form_data(browser.get("/account/tokens"), "/account/tokens", label="ci")
+    signer = URLSafeTimedSerializer(world.factory.app.secret_key, salt=once.SALT)
+    account_id, key = signer.loads(data["once"])
+    with write_transaction() as session:  # what the first POST left before acting
+        session.add(FormOnce(key=key, account_id=account_id, what=""))
+    answer = browser.post("/account/tokens", data=data)
+    assert tokens() == 0
+    assert "This is being done. Nothing was done again." in flashes(browser, answer)
