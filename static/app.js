@@ -119,9 +119,12 @@
     if (!focusLost() || document.querySelector("[autofocus]")) {
       return;
     }
-    // A bulk form refused is the list again: its message first (views/bulk.py).
+    // A bulk form refused is the list again: its message first, else the field at fault
+    // (views/bulk.py).
     var message =
-      document.querySelector("#bulk-error") || document.querySelector("#flashes .flash");
+      document.querySelector("#bulk-error") ||
+      document.querySelector("#bulk [aria-invalid=true]") ||
+      document.querySelector("#flashes .flash");
     if (message) {
       focusOn(message);
     }
@@ -199,4 +202,17 @@
   document.addEventListener("htmx:afterSettle", openFolds);
   document.addEventListener("change", openFolds);
   desktop.addEventListener("change", openFolds);
+})();
+
+/* A refused bulk form is the list again, answering a POST to /ddis/bulk (views/bulk.py): the
+   address bar shows the list's address as shown (data-list-url) instead, so a reload shows the
+   list rather than posting the form again, and the address can be copied. (An htmx submission
+   is told the same by the HX-Replace-Url header; a GET of /ddis/bulk redirects to the list.) */
+(function () {
+  document.addEventListener("DOMContentLoaded", function () {
+    var refused = document.querySelector("[data-list-url]");
+    if (refused && /\/bulk(\/apply)?$/.test(window.location.pathname) && window.history.replaceState) {
+      window.history.replaceState(null, "", refused.getAttribute("data-list-url"));
+    }
+  });
 })();

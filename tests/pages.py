@@ -98,6 +98,7 @@ NOT_PAGES: dict[str, str] = {
     "/readyz": "readiness probe for load balancers, not HTML (tests/test_health.py)",
     "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
     "/accounts/suggest": "the audit actor picker's suggestion fragment (test_audit_pages.py)",
+    "/<any(ddis, users):plural>/bulk": "redirects to the list (tests/test_coming_back.py)",
 }
 
 

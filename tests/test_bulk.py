@@ -304,6 +304,42 @@ def test_page_bad_bulk_form_says_why(world, data, words):
     assert answer.status_code == 400 and words in answer.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("path", ["/ddis/bulk", "/ddis/bulk/apply"])
+def test_page_nothing_ticked_and_no_company_shows_both_only_the_company_marked(world, path):
+    """Without JavaScript nothing stops the form before it is sent: both problems at once,
+    the bar's own above its controls, the company's beside the company picker, which alone is
+    marked at fault (the valid action radios and the rest are not)."""
+    data = {"scope": "selected", "action": "move", "to_company": ""}
+    if path.endswith("apply"):
+        data["expected"] = "x"
+    answer = post(world.browser("root"), path, **data)
+    assert answer.status_code == 400
+    bar = soup(answer).select_one("form#bulk")
+    assert bar.select_one("#bulk-error").get_text() == "Tick the DDIs to change first."
+    company = bar.select_one("#bulk-company-error").get_text()
+    assert company == "Company to move them to: required."
+    marked = bar.select(".has-error")
+    assert len(marked) == 1 and marked[0].select_one("#bulk-company") is not None
+    assert bar.select_one("#bulk-company")["aria-invalid"] == "true"
+    # The bar's message comes first, on its own line (static/app.css: .bulk-message).
+    assert "bulk-message" in bar.select_one("#bulk-error")["class"]
+    assert bar.find("p") is bar.select_one("#bulk-error")
+
+
+def test_page_a_company_alone_at_fault_is_the_only_message(world):
+    answer = post(
+        world.browser("root"),
+        "/ddis/bulk",
+        scope="all",
+        f_company=GLOBEX,
+        action="move",
+        to_company="nope",
+    )
+    bar = soup(answer).select_one("form#bulk")
+    assert bar.select_one("#bulk-error") is None
+    assert "unknown company" in bar.select_one("#bulk-company-error").get_text()
+
+
 def test_page_refuses_without_csrf_and_to_company_admins_deleting(world):
     client = world.browser("root")
     forged = client.post(

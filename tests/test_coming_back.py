@@ -237,8 +237,15 @@ def test_a_refused_bulk_form_keeps_its_ticks_and_company(world):
     assert answer.status_code == 400
     page = soup(answer)
     bar = page.select_one("form#bulk")
-    assert "has-error" in bar["class"]
-    assert "unknown company" in bar.select_one("#bulk-error[role=alert]").get_text()
+    assert "refused" in bar["class"] and "has-error" not in bar["class"]
+    # static/app.js shows the list's address in the address bar
+    same_list(bar["data-list-url"], "ddis", {"company": ACME, "sort": "number", "dir": "asc"})
+    # The company's problem beside its picker, the only field marked; nothing else is wrong.
+    assert "unknown company" in bar.select_one("#bulk-company-error").get_text()
+    assert [" ".join(f["class"]) for f in bar.select(".has-error")] == [
+        "field picker wide has-error"
+    ]
+    assert bar.select_one("#bulk-error") is None
     ticked = [i["value"] for i in page.select("input.tick[checked]")]
     assert ticked == [KEY["ddis"]]
     assert page.find(id="bulk-company")["value"] == "nope"
@@ -353,3 +360,26 @@ def test_the_row_an_admin_form_saved_is_marked_once(world, plural, path, values)
     assert key in page.select_one("#flashes .flash").get_text()  # and the message says what
     again = soup(client.get(back))
     assert again.select("tbody tr.changed") == [] and "Just saved" not in again.get_text()
+
+
+@pytest.mark.parametrize("plural", ["ddis", "users"])
+def test_a_get_of_the_bulk_address_is_the_list(world, plural):
+    """A reload (or bookmark) of the address a refused bulk form was answered at: the list,
+    as its `back` names it when given, else the plain list; never 405."""
+    client = world.browser("root")
+    assert client.get(f"/{plural}/bulk").headers["Location"] == f"/{plural}"
+    back = address("ddis", {"company": ACME, "sort": "number", "dir": "asc"})
+    answer = client.get("/ddis/bulk?" + urlencode({"back": back}))
+    assert answer.status_code == 302 and answer.headers["Location"] == back
+    foreign = client.get("/ddis/bulk?" + urlencode({"back": "https://elsewhere.example/ddis"}))
+    assert foreign.headers["Location"] == "/ddis"
+
+
+def test_an_htmx_bulk_refusal_keeps_the_lists_address(world):
+    client = world.browser("root")
+    back = address("ddis", {"company": ACME, "sort": "number", "dir": "asc"})
+    data = {"scope": "selected", "action": "move", "to_company": ACME, "back": back}
+    answer = post(client, "/ddis/bulk", data, htmx_from=f"http://localhost{back}")
+    assert answer.status_code == 400
+    assert answer.headers["HX-Replace-Url"] == back
+    assert post(client, "/ddis/bulk", data).headers.get("HX-Replace-Url") is None

@@ -144,6 +144,20 @@ class AccountSession(Model):
     ended_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
+class FormOnce(Model):
+    """A form's one-time key, recorded when the form's action was done: a second POST of the
+    same form (a browser reload, a double click) finds it and does nothing again
+    (webapp/views/once.py). `what` says what was done; rows older than the longest a session
+    lives are pruned (their keys are refused as too old by then)."""
+
+    __tablename__ = "form_once"
+
+    key: Mapped[str] = mapped_column(String(32), primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"))
+    used_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    what: Mapped[str] = mapped_column(Text, default="")
+
+
 class ApiToken(Model):
     """An API token; only its SHA-256 is stored (tokens are random, so a slow hash adds nothing)."""
 

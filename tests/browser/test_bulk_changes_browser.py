@@ -160,3 +160,43 @@ def test_bulk_move_of_ticked_rows_then_all_matching(ready, page: Page, live_serv
     page.get_by_role("button", name="Delete 2 DDIs").click()
     expect(page.get_by_role("status")).to_contain_text("Deleted 2 DDIs.")
     assert stored() == {}
+
+
+def test_a_bulk_form_refused_keeps_the_lists_address_and_marks_only_the_field_at_fault(
+    ready, page: Page, live_server, sign_in
+):
+    """Continue with nothing ticked (a valid company chosen): the list again with the message on
+    a line of its own above the bar's controls, no field marked red, and the address bar shows
+    the list's address as shown, not /ddis/bulk: a reload is a GET of the list (no re-POST)."""
+    sign_in("boss")
+    listed = f"{live_server}/ddis?company=acme"
+    page.goto(listed)
+    page.get_by_label("move them", exact=True).check()
+    page.get_by_label("Move them to").fill("globex")
+    page.get_by_role("button", name="Continue…").click()
+    message = page.locator("#bulk-error")
+    expect(message).to_have_text("Tick the DDIs to change first.")
+    expect(message).to_be_focused()
+    shown = page.locator("form#bulk").get_attribute("data-list-url")
+    assert shown is not None and shown.startswith("/ddis?")
+    expect(page).to_have_url(f"{live_server}{shown}")
+    expect(page.locator("form#bulk .has-error")).to_have_count(0)
+    expect(page.get_by_label("Move them to")).to_have_attribute("aria-invalid", "false")
+    red = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--danger')")
+    border = page.get_by_label("Move them to").evaluate("e => getComputedStyle(e).borderTopColor")
+    assert red.strip() and border != red.strip()
+    bar = page.locator("form#bulk").bounding_box()
+    said = message.bounding_box()
+    go = page.get_by_role("button", name="Continue…").bounding_box()
+    scope = page.locator("form#bulk fieldset.bulk-scope").bounding_box()
+    assert bar and said and go and scope
+    assert said["width"] > 0.9 * (bar["width"] - 28)  # a line of its own
+    assert said["y"] + said["height"] <= scope["y"]  # above the controls
+    assert go["y"] < scope["y"] + scope["height"]  # Continue on the controls' line, not below
+
+    methods: list[str] = []
+    page.on("request", lambda r: methods.append(r.method) if r.url.endswith(shown) else None)
+    page.reload()
+    assert methods == ["GET"]
+    expect(page.locator("#bulk-error")).to_have_count(0)
+    expect(page).to_have_url(f"{live_server}{shown}")

@@ -226,3 +226,43 @@ def test_edit_pause_and_test_from_the_page(ready, page: Page, live_server, sign_
     assert not found, "axe-core on a paused webhook's page:\n  " + "\n  ".join(found)
     page.get_by_role("button", name="Resume").click()
     expect(page.locator("#state")).to_have_text("active")
+
+
+def test_a_reload_after_adding_re_posts_and_adds_no_second_webhook(
+    ready, page: Page, live_server, sign_in
+):
+    """The browser's reload of the answer that shows the secret sends the same form again
+    (Chromium re-POSTs it): the one-time form (webapp/views/once.py) does nothing the second
+    time and says so, and the secret is not shown again."""
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks")
+    page.get_by_label("URL").fill(URL)
+    page.get_by_role("button", name="Add webhook").click()
+    shown = page.locator("#secret").inner_text()
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.reload()
+    assert posts == [f"{live_server}/admin/webhooks"]  # the reload did send the form again
+    expect(page).to_have_url(f"{live_server}/admin/webhooks")
+    expect(page.locator("#flashes")).to_contain_text("This was already done: webhook")
+    expect(page.locator("#secret")).to_have_count(0)
+    assert shown not in page.content()
+    db.session.rollback()
+    assert len(db.session.scalars(select(Webhook)).all()) == 1
+
+
+def test_a_double_click_on_add_webhook_sends_it_once_and_shows_the_secret(
+    ready, page: Page, live_server, sign_in
+):
+    """Chromium sends a double-clicked form once (no script needed): the answer shown is the
+    one with the secret, not the "already done" a second POST would get."""
+    sign_in("boss")
+    page.goto(f"{live_server}/admin/webhooks")
+    page.get_by_label("URL").fill(URL)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.get_by_role("button", name="Add webhook").dblclick()
+    expect(page.locator("#secret")).to_have_text(re.compile(r"^whsec_"))
+    assert posts == [f"{live_server}/admin/webhooks"]
+    db.session.rollback()
+    assert len(db.session.scalars(select(Webhook)).all()) == 1

@@ -47,6 +47,7 @@ def register(app: Flask) -> None:
         ddi_page,
         imports,
         months,
+        once,
         pickers,
         records,
         reports,
@@ -77,6 +78,7 @@ def register(app: Flask) -> None:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
+    app.jinja_env.globals["once_field"] = once.field  # a one-time form's key (views/once.py)
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.jinja_env.filters["num"] = number
     # The audit log's actions as readers name them, and whether one creates or deletes.

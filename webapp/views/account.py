@@ -1,7 +1,8 @@
 """The signed-in account's own page: /account/tokens (its API tokens and its password).
 
 A new token is shown once, in the answer to the POST that made it, marked not to be cached;
-it never goes into a flash message (the session cookie is signed, not encrypted).
+it never goes into a flash message (the session cookie is signed, not encrypted). The form is a
+one-time form (views/once.py): a reload of that answer makes no second token.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from wtforms import PasswordField, StringField
 from ..errors import ServiceError
 from ..security import NO_STORE
 from ..services.identity import accounts, api_tokens, signin
+from . import once
 from .common import principal
 from .forms import ConfirmForm, form_error
 
@@ -59,11 +61,21 @@ def token_create():
     me = principal()
     form = TokenForm()
     if form.validate_on_submit():
+        label = (form.label.data or "").strip()
         try:
-            raw = api_tokens.create(me, me.username, (form.label.data or "").strip())
+            done = once.act(
+                url_for("account.tokens"),
+                lambda: api_tokens.create(me, me.username, label),
+                lambda _: (
+                    f"a token {'labelled ' + repr(label) if label else 'with no label'} was made"
+                    " (it is shown only once; if it was not copied, revoke it and make another)"
+                ),
+            )
         except ServiceError as exc:
             return _page(token_form=form, status=form_error(form, exc))
-        return _page(new_token=raw)
+        if isinstance(done, once.Answer):  # a reload of the form: the token is not shown again
+            return done.response
+        return _page(new_token=done)
     return _page(token_form=form, status=400)
 
 

@@ -5,7 +5,11 @@ states how many records the action will change, and its Confirm applies it
 The list's bulk form carries `back`, the list as it was shown (filters, number search, sort,
 position; views/records.py checks it like a record form's): Cancel, the result and a refused
 form all come back there. A refusal (nothing ticked, an unknown company, an expired form) is
-the list itself, the message on its bulk form, the ticks and the company typed kept."""
+the list itself, every problem on its bulk form at once, the ticks and the company typed kept;
+an htmx POST is told (HX-Replace-Url) to show the list's address, and static/app.js puts it in
+the address bar after a plain POST, so a reload shows the list rather than posting again. A GET
+of /ddis/bulk or /users/bulk (a reload anyway, a bookmark) is a redirect to the list (its
+`back` if given)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from werkzeug.datastructures import MultiDict
 from ..errors import ServiceError
 from ..services.records import bulk
 from . import pickers, records
-from .common import principal
+from .common import is_htmx, principal
 from .forms import ConfirmForm
 from .records import DDI, USER, Screen
 
@@ -37,14 +41,25 @@ def _back(screen: Screen, target: bulk.Target) -> str:
     return records.list_url(screen, _back_args(screen, target))
 
 
-def _refused(screen: Screen, target: bulk.Target, error: str):
-    """The list the form came from, again, saying why the bulk form was refused."""
+def _refused(screen: Screen, target: bulk.Target, error: str, company_error: str = ""):
+    """The list the form came from, again, saying why the bulk form was refused: `error` the
+    form's own problem, `company_error` the company's (each '' for none)."""
     retry = records.BulkRetry(
         error=error,
         ticked=frozenset(target.keys or ()),
         to_company=request.form.get("to_company", "").strip(),
+        company_error=company_error,
     )
-    return records.render_list(screen, _back_args(screen, target), retry)
+    args = _back_args(screen, target)
+    html, status = records.render_list(screen, args, retry)
+    # An htmx submission keeps the list's address shown, not the form's action (/ddis/bulk).
+    headers = {"HX-Replace-Url": records.list_url(screen, args)} if is_htmx() else {}
+    return html, status, headers
+
+
+def _company_refused(screen: Screen, target: bulk.Target, company_error: str):
+    """The company's problem, beside the target's if it has one too: both shown at once."""
+    return _refused(screen, target, bulk.unticked(screen.kind, target) or "", company_error)
 
 
 def _page(screen, target, action, company, form, preview=None, error=None, status=200):
@@ -95,7 +110,7 @@ def _confirm(screen: Screen):
     if not form.validate():
         return _refused(screen, target, "The form had expired; try again.")
     if error:
-        return _refused(screen, target, error)
+        return _company_refused(screen, target, error)
     try:
         preview = bulk.preview(p, screen.kind, target, action, company)
     except ServiceError as exc:
@@ -109,8 +124,10 @@ def _apply(screen: Screen):
     p, target, action, company, error = _read(screen)
     form = ConfirmForm()
     expected = request.form.get("expected", "")  # the confirmed preview's fingerprint
-    if not form.validate() or error or not expected:
-        return _refused(screen, target, error or "The form had expired; try again.")
+    if not form.validate() or not expected:
+        return _refused(screen, target, "The form had expired; try again.")
+    if error:
+        return _company_refused(screen, target, error)
     try:
         changed = bulk.apply(p, screen.kind, target, action, expected, company)
     except bulk.Changed as exc:  # the confirmation again, with the new count
@@ -136,6 +153,15 @@ def _apply(screen: Screen):
     )
     flash(done, "success")
     return redirect(_back(screen, target), 303)
+
+
+@bp.get("/<any(ddis, users):plural>/bulk")
+@login_required
+def to_list(plural: str):
+    """A GET of the bulk form's address (a reload of a refused form, a bookmark): the list, as
+    `back` names it when given (checked as a form's `back`), else the plain list."""
+    screen = SCREENS[plural]
+    return redirect(records.list_url(screen, records.back_args(screen, request.args.get("back"))))
 
 
 @bp.post("/<any(ddis, users):plural>/bulk")

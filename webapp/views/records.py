@@ -191,12 +191,19 @@ def _list(screen: Screen):
 
 @dataclass(frozen=True)
 class BulkRetry:
-    """A bulk form the bulk view refused, shown again on its list: the message, the rows that
-    were ticked and the company typed, so nothing has to be done twice."""
+    """A bulk form the bulk view refused, shown again on its list: every problem at once (the
+    form's own above its controls, the company's beside its picker, which alone is marked at
+    fault), the rows that were ticked and the company typed, so nothing has to be done twice."""
 
-    error: str
+    error: str  # the form's own problem (nothing ticked, an expired form); '' for none
     ticked: frozenset[str] = frozenset()
     to_company: str = ""
+    company_error: str = ""  # the company's ("Company to move them to: required.")
+
+    @property
+    def messages(self) -> list[str]:
+        """Every problem, the form's own first."""
+        return [m for m in (self.error, self.company_error) if m]
 
 
 def render_list(

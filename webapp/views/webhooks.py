@@ -5,7 +5,8 @@ docs/events.md#webhooks).
 Every rule (who may, what is a valid URL, event type or company, what may be redelivered) is
 services/events/webhooks.py's; these views parse the forms, call it and render. The signing secret
 is shown once, in the answer to the POST that created the webhook or rotated its secret (never in
-a flash cookie, never on a later page), marked not to be cached.
+a flash cookie, never on a later page), marked not to be cached; both forms are one-time forms
+(views/once.py), so a reload of that answer neither adds a second webhook nor rotates again.
 
 The add and edit forms take the companies with a company chooser (templates/_macros/pickers.html:
 the chosen ones as hidden fields `company`, each with a Remove button, and a picker `add_company`);
@@ -35,7 +36,7 @@ from ..models import Webhook, WebhookAttempt
 from ..security import NO_STORE
 from ..services.events import ping, webhooks
 from ..services.events.journal import TYPES
-from . import pickers
+from . import once, pickers
 from .common import principal
 from .forms import FORM_STATUSES, ConfirmForm
 
@@ -189,12 +190,22 @@ def index() -> ResponseReturnValue:
         status = 200 if chosen.ok else 400  # Add or Remove: the form again, nothing saved
     elif form.validate_on_submit():
         try:
-            created = webhooks.create(
-                me, form.url.data or "", form.event.data or [], _settings(chosen)
+            done = once.act(
+                url_for("webhooks.index"),
+                lambda: webhooks.create(
+                    me, form.url.data or "", form.event.data or [], _settings(chosen)
+                ),
+                lambda made: (
+                    f"webhook {made[0].id} was added for {made[0].url} (its secret is shown"
+                    " only once; if it was not copied, rotate it on the webhook's page)"
+                ),
             )
         except ServiceError as exc:
             status = refused(form, chosen, exc)
         else:
+            if isinstance(done, once.Answer):  # a reload of the form: the secret is not shown
+                return done.response
+            created = done
             form = WebhookForm(formdata=None)
             chosen = pickers.Chosen("company", [])
             flash(f"Webhook {created[0].id} created for {created[0].url}.", "success")
@@ -353,7 +364,17 @@ def rotate_secret(webhook_id: int) -> ResponseReturnValue:
     hook = webhooks.get(me, webhook_id)  # 404 for an unknown webhook
     form = ConfirmForm()
     if form.validate_on_submit():
-        _, secret = webhooks.rotate_secret(me, webhook_id)
+        done = once.act(
+            url_for("webhooks.page", webhook_id=webhook_id),
+            lambda: webhooks.rotate_secret(me, webhook_id),
+            lambda _: (
+                f"the signing secret of webhook {webhook_id} was rotated (the new one is shown"
+                " only once; if it was not copied, rotate again)"
+            ),
+        )
+        if isinstance(done, once.Answer):  # rotating again would drop the secret still in use
+            return done.response
+        _, secret = done
         flash(f"The signing secret of webhook {webhook_id} was rotated.", "success")
         return _page(me, webhook_id, secret=secret)
     status = 400 if form.is_submitted() else 200

@@ -93,6 +93,15 @@ def _check(principal: Principal, kind: kinds.Kind, action: str, company: str | N
     principal.require_admin_of([company])
 
 
+def unticked(kind: kinds.Kind, target: Target) -> str | None:
+    """The sentence refusing a target of ticked rows with none ticked ("Tick the DDIs to change
+    first."); None for any other target. What `preview` and `apply` refuse it with, for a page
+    that shows it beside another problem found first."""
+    if target.keys is not None and not target.keys:
+        return f"Tick the {kind.label}s to change first."
+    return None
+
+
 def _keys(kind: kinds.Kind, key: str) -> dict[str, str]:
     """A record's key as the list names it, as its fields; Invalid if malformed."""
     first, sep, second = key.partition(":" if kind.global_key else "/")
@@ -108,9 +117,9 @@ def _rows(
     commit with `lock`, on PostgreSQL)."""
     model = kind.model
     if target.keys is not None:
+        if none := unticked(kind, target):
+            raise Invalid(none, {"key": "none ticked"})
         wanted = [_keys(kind, k) for k in dict.fromkeys(target.keys)]
-        if not wanted:
-            raise Invalid(f"Tick the {kind.label}s to change first.", {"key": "none ticked"})
         if len(wanted) > MAX_TICKED:
             why = f"at most {MAX_TICKED:,} ticked; for more, choose all matching the filters"
             raise Invalid(f"Tick {why}.", {"key": why})
