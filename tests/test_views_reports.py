@@ -343,6 +343,40 @@ def test_one_company_is_a_calendar_from_monday(browsers, kind):
         assert soup.select_one("#panel") is not None
 
 
+# Worked out by hand from the world's history (UTC days): October against September, and the
+# intervals that start and end within October (acme's Sept 30 interval ends at Oct 1 00:00;
+# its zero-length one counts nothing; globex's second DDI starts on the 16th).
+MONTH_VS_LAST = {
+    HOME: {"difference": "\u221210", "percent": "(\u221250.0 %)", "added": "1", "removed": "2"},
+    OTHER: {"difference": "+36", "percent": "(+327.3 %)", "added": "1", "removed": "0"},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_calendar_compares_with_last_month_and_counts_added_and_removed(browsers, kind):
+    browser = browsers("root")
+    for company, expected in MONTH_VS_LAST.items():
+        soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": company}))
+        block = soup.select_one("[data-month-vs-last]")
+        assert block is not None
+        assert block.find_next("table", class_="calendar") is not None  # before the calendar
+        assert (
+            block.select_one("[data-difference]").get_text(strip=True) == (expected["difference"])
+        )
+        assert block.select_one("[data-percent]").get_text(strip=True) == expected["percent"]
+        assert block.select_one("[data-added]").get_text(strip=True) == expected["added"]
+        assert block.select_one("[data-removed]").get_text(strip=True) == expected["removed"]
+        assert "September 2026" in block.get_text()
+        # The difference is the reports' own totals, this month less last month.
+        this = api_values(browser, kind, {**OCT, "company": company})[company]
+        last = api_values(browser, kind, {"year": "2026", "month": "9", "company": company})
+        difference = this[FIGURES[kind][1]] - last[company][FIGURES[kind][1]]
+        assert int(block.select_one("[data-difference]")["data-difference"]) == difference
+    # Several companies: a table, no comparison (it is a single-company view).
+    soup = page(browser.get(PAGES[kind], query_string=OCT))
+    assert soup.select_one("[data-month-vs-last]") is None
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_several_companies_are_a_matrix_with_totals(browsers, kind):
     browser = browsers("summary")
