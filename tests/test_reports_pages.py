@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -108,7 +109,9 @@ def test_totals_row_first_then_fifty_ranked_companies(root, kind):
     month_total = sum(e[month_key] for e in values.values())
     assert totals.select_one("[data-total=for-month]").get_text(strip=True) == f"{month_total:,}"
     assert totals.select_one("[data-total=per-day]").get_text(strip=True) == (
-        f"{month_total / 31:,.4f}"
+        f"{(Decimal(month_total) / 31).quantize(Decimal('0.1'), ROUND_HALF_UP):,.1f}".removesuffix(
+            ".0"
+        )
     )
     assert f"All {COUNT} companies" in totals.th.get_text()
     # 50 companies, largest month total first, ties by identifier; the same figures as the API.
@@ -131,7 +134,8 @@ def test_totals_row_first_then_fifty_ranked_companies(root, kind):
 def test_month_total_and_per_day_come_before_the_days(root, kind):
     soup = page(root.get(PAGES[kind], query_string=OCT))
     headers = [th.get_text(strip=True) for th in soup.select("table.matrix thead th")]
-    assert headers[:3] == ["Company", "For month", "Per day"]
+    unit = {"ddi": "Billable DDI-days", "user": "Billable user-days"}[kind]
+    assert headers[:3] == ["Company", unit, "Per day (average)"]
     assert headers[3:] == [str(d) for d in range(1, 32)]
     for tr in soup.select("table.matrix tbody tr"):
         cells = tr.find_all(["th", "td"], recursive=False)

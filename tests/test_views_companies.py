@@ -22,7 +22,7 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.errors import Forbidden, Invalid, NotFound
 from webapp.extensions import db
-from webapp.models import Company, Ddi, PhoneUser, RollupState
+from webapp.models import Company, Ddi, HistoryInterval, PhoneUser, RollupState
 from webapp.services import companies, company_overview
 from webapp.services.billing import periods, reports
 from webapp.services.records import crud, ddis, kinds
@@ -248,6 +248,40 @@ def test_the_numbers_are_the_reports_numbers(world):
     assert labels[-1].endswith("(to date)")
     days = page.select("#month-days tbody tr")
     assert len(days) == today.day
+
+
+def test_this_month_against_last_month_and_numbers_added_and_removed(world):
+    today = periods.today_in(periods.zone(current_app.config["REPORT_TIMEZONE"]))
+    this_month = periods.resolve(None, None, periods.zone("UTC"), today)
+    add_history(  # one DDI moved from acme to globex within this month
+        ("ddi", ACME, "44:9999", datetime(2020, 1, 1), this_month.start + timedelta(hours=1)),
+        ("ddi", GLOBEX, "44:9999", this_month.start + timedelta(hours=1), None),
+    )
+    expected = report_months(ACME, today)
+    page = soup(world.browser("summary").get("/companies/acme"))
+    items = page.select("#month-vs-last li")
+    assert [li["data-kind"] for li in items] == ["ddi", "user"]
+    for li, column in zip(items, (2, 3), strict=True):
+        # The difference of the months table's last two rows, which are the reports' totals.
+        last, this = expected[-2][column], expected[-1][column]
+        assert int(li.select_one("[data-difference]")["data-difference"]) == this - last
+        if last:
+            percent = li.select_one("[data-percent]")["data-percent"]
+            assert abs(float(percent) - (this - last) * 100 / last) <= 0.05
+        # Added and removed: a plain count over the company's history this month.
+        rows = db.session.execute(
+            select(HistoryInterval.start_at, HistoryInterval.end_at).where(
+                HistoryInterval.kind == li["data-kind"], HistoryInterval.company == ACME
+            )
+        ).all()
+        lo, hi = this_month.start, this_month.end
+        live = [(s, e) for s, e in rows if e is None or e > s]
+        added = sum(1 for s, _ in live if lo <= s < hi)
+        removed = sum(1 for _, e in live if e is not None and lo <= e < hi)
+        assert number(li.select_one("[data-added]").get_text()) == added
+        assert number(li.select_one("[data-removed]").get_text()) == removed
+        if li["data-kind"] == "ddi":
+            assert removed >= 1  # the move out of acme
 
 
 def test_the_numbers_hold_while_the_rollup_is_not_built(world, app):

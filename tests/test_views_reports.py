@@ -46,6 +46,9 @@ EXPECTED = {
     SECOND: [0] * 31,
 }
 TOTALS = {HOME: (10, "0.3226"), OTHER: (47, "1.5161"), SECOND: (0, "0.0000")}
+# The pages' per-day average: at most one decimal (the API and the CSV keep four).
+PAGE_PER_DAY = {HOME: "0.3", OTHER: "1.5", SECOND: "0"}
+CSV_UNITS = {"ddi": "billable_ddi_days", "user": "billable_user_days"}
 LEAKS = ("Traceback", "sqlalchemy", "SELECT", "psycopg", 'File "')
 SEES = {"root": ALL, "summary": ALL, "reporter": (HOME,)}
 # The many-company table ranks by billable month total, largest first (globex 47, acme 10).
@@ -326,14 +329,52 @@ def test_one_company_is_a_calendar_from_monday(browsers, kind):
                     f", the peak on {day.day} October: show the {NOUN[kind]}"
                 )
         assert found == dict(zip(october(), EXPECTED[company], strict=True))
-        # Totals beneath, exactly the service's figures.
+        # Totals, exactly the service's figures (the average to one decimal), before the calendar.
         for_month, per_day = TOTALS[company]
-        assert soup.select_one("[data-total=for-month]").get_text(strip=True) == str(for_month)
-        assert soup.select_one("[data-total=per-day]").get_text(strip=True) == per_day
+        total = soup.select_one("[data-total=for-month]")
+        assert total.get_text(strip=True) == str(for_month)
+        assert total.find_next("table", class_="calendar") is not None
+        assert (
+            soup.select_one("[data-total=per-day]").get_text(strip=True) == (PAGE_PER_DAY[company])
+        )
         api = api_values(browser, kind, {**OCT, "company": company})[company]
         assert api[FIGURES[kind][1]] == for_month
         assert f"{api[FIGURES[kind][0]]:.4f}" == per_day
         assert soup.select_one("#panel") is not None
+
+
+# Worked out by hand from the world's history (UTC days): October against September, and the
+# intervals that start and end within October (acme's Sept 30 interval ends at Oct 1 00:00;
+# its zero-length one counts nothing; globex's second DDI starts on the 16th).
+MONTH_VS_LAST = {
+    HOME: {"difference": "\u221210", "percent": "(\u221250.0 %)", "added": "1", "removed": "2"},
+    OTHER: {"difference": "+36", "percent": "(+327.3 %)", "added": "1", "removed": "0"},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_calendar_compares_with_last_month_and_counts_added_and_removed(browsers, kind):
+    browser = browsers("root")
+    for company, expected in MONTH_VS_LAST.items():
+        soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": company}))
+        block = soup.select_one("[data-month-vs-last]")
+        assert block is not None
+        assert block.find_next("table", class_="calendar") is not None  # before the calendar
+        assert (
+            block.select_one("[data-difference]").get_text(strip=True) == (expected["difference"])
+        )
+        assert block.select_one("[data-percent]").get_text(strip=True) == expected["percent"]
+        assert block.select_one("[data-added]").get_text(strip=True) == expected["added"]
+        assert block.select_one("[data-removed]").get_text(strip=True) == expected["removed"]
+        assert "September 2026" in block.get_text()
+        # The difference is the reports' own totals, this month less last month.
+        this = api_values(browser, kind, {**OCT, "company": company})[company]
+        last = api_values(browser, kind, {"year": "2026", "month": "9", "company": company})
+        difference = this[FIGURES[kind][1]] - last[company][FIGURES[kind][1]]
+        assert int(block.select_one("[data-difference]")["data-difference"]) == difference
+    # Several companies: a table, no comparison (it is a single-company view).
+    soup = page(browser.get(PAGES[kind], query_string=OCT))
+    assert soup.select_one("[data-month-vs-last]") is None
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -346,9 +387,12 @@ def test_several_companies_are_a_matrix_with_totals(browsers, kind):
     assert days == [str(d) for d in range(1, 32)]
     assert matrix_rows(soup) == {c: EXPECTED[c] for c in ALL}
     for tr in table.select("tbody tr[data-company]"):
-        for_month, per_day = TOTALS[tr["data-company"]]
+        for_month, _per_day = TOTALS[tr["data-company"]]
         assert tr.select_one("[data-total=for-month]").get_text(strip=True) == str(for_month)
-        assert tr.select_one("[data-total=per-day]").get_text(strip=True) == per_day
+        assert (
+            tr.select_one("[data-total=per-day]").get_text(strip=True)
+            == (PAGE_PER_DAY[tr["data-company"]])
+        )
         assert NAMES[tr["data-company"]] in tr.th.get_text()
     # Two picked companies: a matrix of those two.
     soup = page(browser.get(PAGES[kind], query_string={**OCT, "company": [OTHER, HOME]}))
@@ -369,8 +413,8 @@ def test_csv_has_the_api_figures(browsers, kind):
             "company",
             "name",
             *dates,
-            "billable_days_for_month",
-            "billable_days_per_day",
+            CSV_UNITS[kind],
+            f"{CSV_UNITS[kind]}_per_day",
         ]
         assert [r[0] for r in rows[1:]] == list(values)
         for row in rows[1:]:

@@ -151,8 +151,12 @@ def test_company_page_tables_fit_a_phone(ready, live_server, page: Page, sign_in
     no_sideways_scroll(page, "#month-days")
     # Each month's figures stay labelled once the header row is out of sight.
     this_month = page.locator("#month-totals tbody tr").last
-    expect(this_month.get_by_role("cell", name=re.compile(r"^DDI days \d"))).to_be_visible()
-    expect(this_month.get_by_role("cell", name=re.compile(r"^User days \d"))).to_be_visible()
+    expect(
+        this_month.get_by_role("cell", name=re.compile(r"^Billable DDI-days \d"))
+    ).to_be_visible()
+    expect(
+        this_month.get_by_role("cell", name=re.compile(r"^Billable user-days \d"))
+    ).to_be_visible()
 
 
 def test_a_day_drill_down_fits_a_phone(ready, live_server, page: Page, sign_in):

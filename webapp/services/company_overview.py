@@ -27,7 +27,7 @@ from ..models import (
     account_admin_companies,
     account_reporting_companies,
 )
-from .billing import periods, reports
+from .billing import month_changes, periods, reports
 
 MONTHS = 12
 
@@ -58,6 +58,7 @@ class Billing:
     today: date
     days: list[DayPeaks]  # this month, the 1st to today
     months: list[MonthTotal]  # oldest first; the current month (to date) last
+    changes: dict[str, month_changes.Changes]  # kind: added and removed this month, to date
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ def billing_of(company_id: str, today: date | None = None) -> Billing:
     current = months[-1]
     first = len(span.days) - len(current.days)
     days = [DayPeaks(d.day, ddis[first + i], users[first + i]) for i, d in enumerate(current.days)]
-    return Billing(today, days, totals)
+    changes = {kind: month_changes.changes(kind, company_id, current) for kind in ("ddi", "user")}
+    return Billing(today, days, totals, changes)
 
 
 def _grantees(table, company_id: str) -> list[Grantee]:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import calendar
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Blueprint, render_template, url_for
 from flask_login import login_required
 
 from ..access import Principal
 from ..services import company_overview
+from ..services.billing import month_changes
 from ..services.company_overview import MonthTotal
 from .common import principal
 
@@ -31,8 +33,8 @@ bp = Blueprint("companies", __name__, url_prefix="/companies")
 WIDTH, HEIGHT = 640, 240
 LEFT, RIGHT, TOP, BOTTOM = 64, 8, 12, 40
 SERIES = {  # kind: (MonthTotal attribute, what one unit is called)
-    "ddi": ("ddi_days", "DDI days"),
-    "user": ("user_days", "user days"),
+    "ddi": ("ddi_days", "billable DDI-days"),
+    "user": ("user_days", "billable user-days"),
 }
 
 
@@ -161,4 +163,22 @@ def page(company_id: str):
         links=links_for(me, company_id),
         may_rename=me.system_admin,
         month_name=calendar.month_name,
+        month_vs_last=_month_vs_last(overview.billing) if overview.billing else [],
     )
+
+
+def _month_vs_last(billing: company_overview.Billing) -> list[dict[str, Any]]:
+    """Per kind, this month (to date) against last month, and the records added and removed
+    this month: the figures of the months table itself, so the two always agree."""
+    if len(billing.months) < 2:
+        return []
+    last, this = billing.months[-2], billing.months[-1]
+    return [
+        {
+            "kind": kind,
+            "unit": unit,
+            "comparison": month_changes.compare(getattr(this, attr), getattr(last, attr)),
+            "changes": billing.changes[kind],
+        }
+        for kind, (attr, unit) in SERIES.items()
+    ]

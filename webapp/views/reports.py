@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 from dataclasses import dataclass
 from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -28,7 +29,7 @@ from flask_login import login_required
 
 from ..access import Principal
 from ..errors import Invalid
-from ..services.billing import periods, report_days, report_query, reports
+from ..services.billing import month_changes, periods, report_days, report_query, reports
 from . import months, pickers
 from .common import is_htmx, principal
 from .downloads import csv_download
@@ -40,6 +41,9 @@ TITLES = {"ddi": "DDI counts", "user": "Phone-user counts"}
 PAGE_SIZE = 50  # companies a page
 FILTER_MAX = 100  # characters of the company filter
 NOUNS = {"ddi": "DDIs", "user": "phone users"}
+# The bill's one name for a month total, on every page and CSV header (docs/reports.md).
+UNITS = {"ddi": "billable DDI-days", "user": "billable user-days"}
+CSV_UNITS = {"ddi": "billable_ddi_days", "user": "billable_user_days"}
 FILE_STEMS = {"ddi": "ddi-counts", "user": "user-counts"}
 DAY_CSV_KEYS = {"ddi": "ddi", "user": "username"}  # the first column of a day's CSV
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -227,6 +231,7 @@ def _page(kind: str):
         rows=_rows(kind, result),
         days=[d.day for d in period.days],
         weeks=_weeks(kind, result) if single else None,
+        month_vs_last=_month_vs_last(kind, result) if single else None,
         to_date=(period.year, period.month) == (result.today.year, result.today.month),
         filter=result.contains,
     )
@@ -242,7 +247,7 @@ def _matrix_context(kind: str, result: Resolved, args: dict[str, Any]) -> dict[s
     """The many-company table's totals row, counts and paging links."""
     ranking = result.ranking
     period = ranking.period
-    per_day_key, month_key = reports.ANSWER_KEYS[kind]
+    _, month_key = reports.ANSWER_KEYS[kind]
     totals = ranking.totals
     pages = max(1, -(-ranking.matched // PAGE_SIZE))
     base: dict[str, Any] = {"year": period.year, "month": period.month, **args}
@@ -258,7 +263,7 @@ def _matrix_context(kind: str, result: Resolved, args: dict[str, Any]) -> dict[s
         "totals": {
             "cells": list(totals["dates"].items()),
             "for_month": totals[month_key],
-            "per_day": f"{totals[per_day_key]:.4f}",
+            "per_day": per_day_text(totals[month_key], len(period.days)),
         },
         "chosen": ranking.chosen,
         "matched": ranking.matched,
@@ -277,6 +282,38 @@ def _matrix_context(kind: str, result: Resolved, args: dict[str, Any]) -> dict[s
     }
 
 
+def per_day_text(total: int, days: int) -> str:
+    """A page's per-day average: the month total / days, rounded half-up to one decimal and
+    written with thousands separators, the ".0" left off ("49,450.5", "12"). Rounded once from
+    the exact quotient, not from the API's four places (no double rounding)."""
+    if not days:
+        return "0"
+    value = (Decimal(total) / Decimal(days)).quantize(Decimal("0.1"), ROUND_HALF_UP)
+    text = f"{value:,.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _month_vs_last(kind: str, result: Resolved) -> dict[str, Any] | None:
+    """The one company's month against the month before (the reports' own totals, a closed
+    month's stored ones) and its records added and removed in the month; None for the first
+    month a report may ask for."""
+    period = result.ranking.period
+    ((company_id, entry),) = result.ranking.rows.items()
+    year, month = _month_shift(period.year, period.month, -1)
+    if year < reports.MIN_YEAR:
+        return None
+    _, month_key = reports.ANSWER_KEYS[kind]
+    last = reports.report(
+        principal(), kind, reports.ReportRequest([company_id], month, year), result.today
+    )
+    last_total = last[company_id][month_key] if company_id in last else 0
+    return {
+        "comparison": month_changes.compare(entry[month_key], last_total),
+        "last_name": f"{calendar.month_name[month]} {year}",
+        "changes": month_changes.changes(kind, company_id, period),
+    }
+
+
 def _plural(kind: str) -> str:
     return "ddis" if kind == "ddi" else "users"
 
@@ -287,6 +324,7 @@ def _picker_context(kind, choices, today, year, month, selected) -> dict[str, An
         "page_url": url_for(f"reports.{_plural(kind)}"),
         "title": TITLES[kind],
         "noun": NOUNS[kind],
+        "unit": UNITS[kind],
         "choices": choices,
         "left_out": _left_out(choices),
         "selected": set(selected),
@@ -310,7 +348,7 @@ def _day_url(kind: str, company: str, day: date) -> str:
 def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
     """One row per company of the page, in rank order: its identifier, name, rank,
     [(date, peak, drill-down URL)] and totals."""
-    per_day_key, month_key = reports.ANSWER_KEYS[kind]
+    _, month_key = reports.ANSWER_KEYS[kind]
     period = result.ranking.period
     day_base = url_for(f"reports.{_plural(kind)}_day")
     rows = []
@@ -328,7 +366,7 @@ def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
                 "rank": rank,
                 "cells": cells,
                 "for_month": entry[month_key],
-                "per_day": f"{entry[per_day_key]:.4f}",
+                "per_day": per_day_text(entry[month_key], entry["days"]),
                 "days": entry["days"],
                 "calendar_url": url_for(
                     f"reports.{_plural(kind)}",
@@ -392,7 +430,8 @@ def _csv(kind: str):
     per_day_key, month_key = reports.ANSWER_KEYS[kind]
     dates = [d.day.isoformat() for d in period.days]
 
-    header = ["company", "name", *dates, "billable_days_for_month", "billable_days_per_day"]
+    unit = CSV_UNITS[kind]
+    header = ["company", "name", *dates, unit, f"{unit}_per_day"]
     rows = (
         [
             company_id,
