@@ -727,8 +727,9 @@ def test_audit_filters(world, factory):
     # Changes column ("Name: Acme Ltd → changed to Acme Two").
     post(browser, "/admin/companies/acme/rename", {"name": "Acme Two"})
     row = table_rows(browser.get("/audit", query_string={"actor": "root"}))[0]
-    # The actor links to the log filtered by it and, for a System-Admin, to its account.
-    assert row[1] == "root (ui) · account root" and row[2] == "Company renamed"  # the action's readable name
+    # The actor links to the log filtered by it and, for a System-Admin, to its account; the
+    # action shows by its readable name.
+    assert row[1] == "root (ui) · account root" and row[2] == "Company renamed"
     assert row[5] == "Name: Acme Ltd → changed to Acme Two"
     assert actions(target="company acme") == ["Company renamed", "Company created"]
 
