@@ -171,3 +171,26 @@ def test_names_are_asked_once_a_page_however_many_rows(app, records, path):
             [audit.entry(OPERATOR, "x.many", f"n {i}", company=f"extra{i:02d}") for i in range(12)],
         )
     assert selects_for(app, client, path) == few
+
+
+def test_a_ddis_page_links_its_companies_and_audit_entries_as_the_log_does(records):
+    move_acme_ddi_to_globex()
+    ddis.link(
+        OPERATOR, {"dialcode": "44", "number": "2071"}, {"virt_exten": "8", "company": "acme"}
+    )
+    page = soup(records.browser("root").get("/ddis/44/2071"))
+    assert hrefs(page.select_one("#now-company")) == ["/companies/acme"]
+    assert "Acme Telecom (acme)" in page.select_one("#now-company").get_text(" ", strip=True)
+    table = page.select_one("table.audit")
+    assert "/companies/globex" in hrefs(table) and "/audit?actor=test" in hrefs(table)
+    # A Company-Admin of acme: the moves to and from globex are redacted and link nothing.
+    page = soup(records.browser("cadmin").get("/ddis/44/2071"))
+    rows = page.select("table.audit tbody tr")
+    redacted = [r for r in rows if "another company" in r.get_text()]
+    assert len(redacted) == 2
+    assert all(hrefs(r) == [] for r in redacted)
+    assert "globex" not in str(page.main).lower()
+    assert [h for h in hrefs(page.select_one("#intervals")) if h.startswith("/companies/")] == [
+        "/companies/acme",
+        "/companies/acme",
+    ]
