@@ -117,10 +117,17 @@ def soup(response) -> BeautifulSoup:
     return BeautifulSoup(html(response), "html.parser")
 
 
+def cell_value(td) -> str:
+    """A list cell's value: a company cell's identifier ('Acme (acme)' -> 'acme'), else its
+    text."""
+    company = td.select_one(".company-id")
+    return company.get_text(strip=True).strip("()") if company else td.get_text(strip=True)
+
+
 def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
     """The data cells of every row of the list table (the last cell holds the actions)."""
     return [
-        tuple(td.get_text(strip=True) for td in tr.select("td:not(.tick-cell)")[:-1])
+        tuple(cell_value(td) for td in tr.select("td:not(.tick-cell)")[:-1])
         for tr in page.select("table tbody tr")
     ]
 

@@ -302,3 +302,20 @@ def test_a_filtered_lists_bulk_bar_is_one_line_on_a_phone(
     bar.get_by_role("button", name="Continue…").click()
     expect(phone.get_by_role("heading", name="Move 2 DDIs to globex?")).to_be_visible()
     context.close()
+
+
+@pytest.mark.parametrize("path", ["/ddis", "/users", "/audit"])
+def test_company_names_on_lists_and_the_audit_log_fit_a_phone(
+    ready, live_server, factory, page, sign_in, path
+):
+    """A company's name beside its identifier, both long, linked: the stacked rows of the lists
+    and of the audit log wrap them inside the screen."""
+    long_id = "internationaltelecommunicationsholdingsincorporatedworldwide"  # no break
+    factory.company(long_id, "International Telecommunications Holdings Incorporated Worldwide")
+    factory.ddi("44", "2071000009", long_id)
+    factory.user("firstname.lastname.longer", long_id)
+    page.set_viewport_size(PHONE)
+    sign_in("root")
+    page.goto(f"{live_server}{path}?company={long_id}")
+    expect(page.locator(f'table.stack a.company[data-company="{long_id}"]').first).to_be_visible()
+    no_sideways_scroll(page, "table.stack")

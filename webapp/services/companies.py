@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -359,3 +360,30 @@ def named(principal: Principal, purpose: str, ids: list[str]) -> dict[str, str]:
         Company.id.in_(sorted(set(ids))), within(Company.id, scope)
     )
     return {row.id: row.name for row in db.session.execute(query)}
+
+
+@dataclass(frozen=True)
+class Label:
+    """A company as a list shows it: its name beside its identifier, and whether the reader
+    may open its page (Principal.may_view_company, the rule services.company_overview keeps)."""
+
+    id: str
+    name: str
+    page: bool
+
+
+def labels(principal: Principal, ids: Iterable[str | None]) -> dict[str, Label]:
+    """{identifier: Label} of those of `ids` the principal may see (visible_companies), for the
+    companies of one page of a list or of the audit log: one query however many rows, none
+    for no identifiers. A company outside the principal's sight, or none at all, is absent,
+    and its identifier shows alone; a caller passes only identifiers it already shows."""
+    wanted = sorted({i for i in ids if i})
+    if not wanted:
+        return {}
+    query = select(Company.id, Company.name).where(
+        Company.id.in_(wanted), within(Company.id, principal.visible_companies())
+    )
+    return {
+        row.id: Label(row.id, row.name, principal.may_view_company(row.id))
+        for row in db.session.execute(query)
+    }

@@ -8,6 +8,7 @@ With htmx the answer is only the rows partial.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flask import Blueprint, render_template, request, url_for
@@ -19,7 +20,9 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
 from ..errors import Invalid, ServiceError
+from ..services import companies
 from ..services.history import actions, audit, audit_query
+from ..services.identity import accounts
 from . import downloads, pickers
 from .audit_values import changes, changes_text
 from .common import is_htmx, page_args, principal
@@ -60,6 +63,28 @@ class FilterForm(Form):
     company = StringField("Company")  # a company picker (views/pickers.py)
     date_from = StringField("From", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
     date_to = StringField("To", render_kw={"type": "date", "placeholder": "yyyy-mm-dd"})
+
+
+DDI_TARGET = re.compile(r"^ddi ([0-9]+):([0-9]+)$")
+"""A DDI as the log names it ('ddi 44:2071234567'): its dialcode and number."""
+
+
+def row_links(e: audit.Shown) -> dict[str, str] | None:
+    """Where an entry's actor and target link to ({'actor': ..., 'target': ...}): the log
+    filtered by the actor, and a DDI's own page or else the log filtered by the target. None
+    for an entry with a side hidden from the reader (access.redact): it links nothing, so
+    nothing about the other company is reached from it."""
+    if e.seen.company_hidden or e.seen.other_hidden:
+        return None
+    ddi = DDI_TARGET.match(e.target)
+    target = (
+        url_for("ddi_page.show", dialcode=ddi[1], number=ddi[2])
+        if ddi
+        else url_for("audit.index", target=e.target)
+        if e.target
+        else ""
+    )
+    return {"actor": url_for("audit.index", actor=e.actor), "target": target}
 
 
 def _shown_action(form: FilterForm) -> None:
@@ -112,6 +137,14 @@ def index():
         "rows": rows,
         "args": args,
         "changes": changes,
+        # What the rows link to, each asked once for the page: the companies' names and pages
+        # (a hidden side of a move is None here, so it is neither named nor linked) and, for a
+        # System-Admin, which actors are accounts.
+        "company_labels": companies.labels(
+            me, [c for e in rows for c in (e.company, e.other_company)]
+        ),
+        "accounts": accounts.existing(me, (e.actor for e in rows)),
+        "row_links": row_links,
         "target_forms": TARGET_FORMS,
         "newest_url": link() if result.has_newer else None,
         "newer_url": link(before=rows[0].id) if result.has_newer and rows else None,

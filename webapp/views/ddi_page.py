@@ -6,7 +6,10 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from flask_login import login_required
 
+from ..services import companies
+from ..services.identity import accounts
 from ..services.records import crud, ddi_timeline, kinds
+from .audit import row_links
 from .audit_values import changes
 from .common import principal
 
@@ -18,10 +21,18 @@ bp = Blueprint("ddi_page", __name__)
 def show(dialcode: str, number: str):
     me = principal()
     timeline = ddi_timeline.timeline(me, dialcode, number)
+    entries = timeline.audit.rows
+    # Every company the page names, and which actors are accounts: one query each (as /audit).
+    named = [timeline.current["company"] if timeline.current else None]
+    named += [iv.company for iv in timeline.intervals]
+    named += [c for e in entries for c in (e.company, e.other_company)]
     return render_template(
         "records/ddi.html",
         t=timeline,
         keys={"dialcode": dialcode, "number": number},
         may_delete=crud.may_create_delete(me, kinds.DDI),
         changes=changes,
+        company_labels=companies.labels(me, named),
+        accounts=accounts.existing(me, (e.actor for e in entries)),
+        row_links=row_links,
     )

@@ -33,6 +33,7 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
 from ..errors import Invalid, ServiceError
+from ..services import companies
 from ..services.fields import Part, parse_part
 from ..services.records import bulk, crud, ddis, kinds, landing, listing, record_query
 from . import pickers
@@ -243,6 +244,9 @@ def render_list(
         "changed_note": _changed_note(p, screen, state, page, marked),
         "shown_url": _list_url(screen, state),
         "retry": retry,
+        # The companies of the rows shown, with their names and whether their pages may be
+        # opened: one query for the page (services/companies.py labels).
+        "company_labels": companies.labels(p, (row.get("company") for row in page.rows)),
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
