@@ -85,6 +85,15 @@ PAGES: dict[str, str] = {
 }
 # fmt: on
 
+# Pages as another role sees them, where it differs from the System-Admin's: name ->
+# (username of the world, path). A System-Admin's /companies is /admin/companies (a redirect);
+# a Company-Admin of one company (cadmin: acme) has no company filter on its lists and audit.
+AS_OTHERS: dict[str, tuple[str, str]] = {
+    "companies, Billing": ("summary", "/companies"),
+    "DDI list, one company's admin": ("cadmin", "/ddis"),
+    "audit log, one company's admin": ("cadmin", "/audit"),
+}
+
 # Signed out.
 SIGNED_OUT: dict[str, str] = {
     "sign in": "/login",

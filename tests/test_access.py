@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Column, MetaData, String, Table, create_engine, select, true
 
-from webapp.access import CompanyScope, Principal, within
+from webapp.access import CompanyScope, Principal, sole_company, within
 from webapp.errors import Forbidden
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
@@ -159,3 +159,13 @@ def test_within_turns_a_scope_into_a_condition():
             query = select(table.c.company).where(within(table.c.company, scope))
             assert list(connection.scalars(query.order_by(table.c.company))) == expected
     assert within(table.c.company, EVERY).compare(true())
+
+
+def test_sole_company_names_the_one_company_of_a_scope():
+    assert sole_company(frozenset({"acme"})) == "acme"
+    assert sole_company(None) is None  # every company
+    assert sole_company(frozenset()) is None
+    assert sole_company(frozenset({"acme", "globex"})) is None
+    cadmin = Principal(username="c", via="ui", admin_of=frozenset({"acme"}))
+    assert sole_company(cadmin.pickable_companies()) == "acme"
+    assert sole_company(Principal.cli().pickable_companies()) is None

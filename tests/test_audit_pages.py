@@ -624,3 +624,27 @@ def test_creations_and_deletions_read_differently_from_changes(world):
     assert not deleted.select(".now")
     assert not changed.select(".change-kind") and changed["class"] == ["changes"]
     assert changed.get_text(" ", strip=True) == "Extension: 1 → changed to 2"
+
+
+def test_the_company_filter_is_left_out_for_an_admin_of_one_company(world):
+    """It could not narrow anything; the address's `company` still works (a hidden field keeps
+    it), and one the reader cannot pick brings the picker back with its message."""
+
+    def company_inputs(response) -> list[tuple[str, str]]:
+        form = soup(response).select_one("form[role=search]")
+        return [
+            (i.get("type", "text"), i.get("value", "")) for i in form.select("input[name=company]")
+        ]
+
+    several = world.browser("cadmin2").get("/audit")
+    assert [t for t, _ in company_inputs(several)] != ["hidden"] and company_inputs(several)
+    one = world.browser("cadmin")
+    assert company_inputs(one.get("/audit")) == []
+    plain = audit_rows(one.get("/audit"))
+    filtered = one.get("/audit?company=acme")
+    assert filtered.status_code == 200
+    assert company_inputs(filtered) == [("hidden", "acme")]
+    assert audit_rows(filtered) == plain
+    other = one.get("/audit?company=globex")
+    assert other.status_code == 400
+    assert [v for _, v in company_inputs(other)] == ["globex"]

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
-from .pages import DDI, NOT_PAGES, PAGES, SIGNED_OUT, USER, add_page_records, page_paths
+from .pages import (
+    AS_OTHERS,
+    DDI,
+    NOT_PAGES,
+    PAGES,
+    SIGNED_OUT,
+    USER,
+    add_page_records,
+    page_paths,
+)
 
 
 @pytest.fixture
@@ -25,6 +34,14 @@ def test_every_page_has_exactly_one_h1(world, name):
     response = world.browser("root").get(path)
     assert response.status_code == (404 if "404" in name else 200), path
     assert response.mimetype == "text/html"
+    assert len(h1s(response.get_data(as_text=True))) == 1, path
+
+
+@pytest.mark.parametrize("name", AS_OTHERS)
+def test_other_roles_pages_have_exactly_one_h1(world, name):
+    username, path = AS_OTHERS[name]
+    response = world.browser(username).get(path)
+    assert response.status_code == 200, path
     assert len(h1s(response.get_data(as_text=True))) == 1, path
 
 
@@ -71,7 +88,8 @@ def test_the_day_fragment_has_no_h1(world):
 def test_the_page_table_is_complete(app):
     """Every GET page the app routes (outside /rest/, static files and CSV downloads) is in
     tests/pages.py, so a new page cannot miss these checks (and the axe-core scan)."""
-    covered = {p.split("?")[0] for p in [*PAGES.values(), *SIGNED_OUT.values()]}
+    others = [path for _, path in AS_OTHERS.values()]
+    covered = {p.split("?")[0] for p in [*PAGES.values(), *SIGNED_OUT.values(), *others]}
     rules = [
         r
         for r in app.url_map.iter_rules()

@@ -533,3 +533,139 @@ def test_create_and_rename_still_work_from_the_paged_list(many):
     rename = soup(browser.get("/admin/companies?q=zz")).select_one("td.actions a")
     # It carries the list as shown, to come back to it (tests/test_coming_back.py).
     assert rename["href"] == "/admin/companies/zz/rename?back=/admin/companies?q%3Dzz"
+
+
+# --- /companies: the companies list of every account that may open a company -------------------
+
+# username -> the companies its /companies list holds (None: 403, "admin": /admin/companies).
+LISTS: dict[str, list[str] | str | None] = {
+    "root": "admin",
+    "cadmin": [ACME],
+    "summary": [ACME, GLOBEX, INITECH],
+    "reporter": [ACME],
+    "reporter_globex": [GLOBEX],
+    "cadmin_reporter": [ACME, GLOBEX],
+    "nobody": None,
+}
+
+
+@pytest.mark.parametrize("username", sorted(ACCOUNTS))
+def test_the_companies_list_for_every_role(world, username):
+    browser = world.browser(username)
+    response = browser.get("/companies?q=e&sort=name&dir=desc&page=2")
+    expected = LISTS[username]
+    if expected == "admin":  # a System-Admin's list is the one with the actions
+        assert response.status_code == 302
+        assert response.headers["Location"] == "/admin/companies?q=e&sort=name&dir=desc&page=2"
+        return
+    if expected is None:
+        soup(response, 403)
+        return
+    page = soup(browser.get("/companies"))
+    assert page.h1.get_text(strip=True) == "Companies"
+    assert ids(page) == expected
+    # Read-only: no create form, no rename link, nothing to post.
+    assert not page.select("main form[method=post]") and not page.select("td.actions")
+    assert not [a for a in page.select("main a[href]") if "/admin/" in a["href"]]
+    # Every row opens its company page.
+    for row in page.select("tbody tr"):
+        href = row.select_one("a")["href"]
+        assert href == f"/companies/{row.td.get_text(strip=True)}"
+        assert browser.get(href).status_code == 200, href
+    # The actions stay refused, in the service and at their addresses.
+    assert browser.get("/admin/companies").status_code == 403
+    assert browser.get("/admin/companies/acme/rename").status_code == 403
+
+
+def test_billing_pages_search_and_sorts_within_its_companies_alone(many, factory):
+    summary = many.browser("summary")
+    everyone = sorted([ACME, GLOBEX, INITECH] + [f"c{i:03d}" for i in range(120)])
+    first = soup(summary.get("/companies"))
+    assert ids(first) == everyone[:50]
+    count = " ".join(first.select_one("#count").get_text().split())
+    assert count == "Showing 1\u201350 of 123 companies \u00b7 page 1 of 3"
+    links = pager(first)
+    assert all(link.startswith("/companies?") for link in links.values())
+    assert ids(soup(summary.get(links["last"]))) == everyone[100:]
+    assert ids(soup(summary.get("/companies?q=c01"))) == [f"c01{i}" for i in range(10)]
+    by_name = soup(summary.get("/companies?sort=name&dir=desc"))
+    assert ids(by_name)[0] == "c000"  # "Name 119"
+    assert by_name.select_one("th[aria-sort=descending] a")["href"].startswith("/companies?")
+    # Billing/Call Reporting: only its grants, whatever the search.
+    factory.account("reporter2", reporting_for=[ACME, "c005", "c110"])
+    reporter = factory.browser("reporter2")
+    assert ids(soup(reporter.get("/companies"))) == [ACME, "c005", "c110"]
+    assert ids(soup(reporter.get("/companies?q=c"))) == [ACME, "c005", "c110"]
+    assert ids(soup(reporter.get("/companies?q=c1"))) == ["c110"]
+    assert ids(soup(reporter.get("/companies?sort=id&dir=desc"))) == ["c110", "c005", ACME]
+    # An htmx request gets the rows alone.
+    partial = reporter.get("/companies?q=c0", headers={"HX-Request": "true"})
+    rows = BeautifulSoup(partial.get_data(as_text=True), "html.parser")
+    assert rows.h1 is None and ids(rows) == ["c005"]
+    assert "HX-Request" in partial.headers["Vary"]
+
+
+@pytest.mark.parametrize("bad", ["sort=created_at", "dir=up", "page=0", "q=" + "y" * 201])
+def test_bad_companies_list_parameters_answer_400(world, bad):
+    page = soup(world.browser("summary").get(f"/companies?{bad}"), 400)
+    assert page.select_one("[role=alert]") is not None
+    assert page.select_one("#company-q") is not None
+
+
+def test_the_browse_service_follows_the_principal(world):
+    def browse(**grants) -> list[str]:
+        me = Principal(username="x", via="ui", **grants)
+        return [r.id for r in companies.browse(me).rows]
+
+    assert browse(system_admin=True) == [ACME, GLOBEX, INITECH]
+    assert browse(billing_summary=True) == [ACME, GLOBEX, INITECH]
+    assert browse(reporting_for=frozenset({INITECH})) == [INITECH]
+    assert browse(admin_of=frozenset({GLOBEX}), reporting_for=frozenset({ACME})) == [
+        ACME,
+        GLOBEX,
+    ]
+    with pytest.raises(Forbidden):
+        browse()
+    # The counts of the page's companies, as on /admin/companies.
+    me = Principal(username="x", via="ui", reporting_for=frozenset({ACME}))
+    [row] = companies.browse(me).rows
+    assert (row.ddis, row.users) == (2, 1)
+
+
+# username -> the navigation's way to its companies (text, address), None: no such entry.
+NAV = {
+    "root": ("Companies", "/admin/companies"),
+    "cadmin": ("My company", "/companies/acme"),  # one company it administers
+    "summary": ("Companies", "/companies"),
+    "reporter": ("Companies", "/companies"),  # Billing: a list, even of one
+    "reporter_globex": ("Companies", "/companies"),
+    "cadmin_reporter": ("Companies", "/companies"),
+    "nobody": None,
+}
+
+
+@pytest.mark.parametrize("username", sorted(ACCOUNTS))
+def test_the_navigation_leads_each_role_to_its_companies(world, username):
+    browser = world.browser(username)
+    nav = soup(browser.get("/account/tokens")).select_one("nav[aria-label=Main]")
+    entries = {a.get_text(strip=True): a["href"] for a in nav.select("a")}
+    way = {t: h for t, h in entries.items() if t in ("Companies", "My company")}
+    assert way == (dict([NAV[username]]) if NAV[username] else {})
+    if NAV[username] is None:
+        return
+    # On the page it leads to, the entry is marked as the current page.
+    text, href = NAV[username]
+    there = soup(browser.get(href)).select_one("nav[aria-label=Main]")
+    assert there.select_one("a[aria-current=page]").get_text(strip=True) == text
+    if username == "cadmin":  # another company page is not "My company"
+        other = soup(world.browser("summary").get("/companies/globex"))
+        assert other.select_one("nav[aria-label=Main] a[aria-current=page]") is None
+
+
+def test_a_company_admin_of_several_gets_the_list(world, factory):
+    factory.account("cadmin2", admin_of=[ACME, INITECH])
+    browser = factory.browser("cadmin2")
+    nav = soup(browser.get("/account/tokens")).select_one("nav[aria-label=Main]")
+    assert nav.find("a", string="Companies")["href"] == "/companies"
+    assert nav.find("a", string="My company") is None
+    assert ids(soup(browser.get("/companies"))) == [ACME, INITECH]

@@ -1231,3 +1231,34 @@ def test_a_company_name_is_escaped(world):
     option = soup(response).select_one('[data-value="evil"]')
     assert "<script>alert(1)</script>" in option.get_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html(response)
+
+
+# --- the company filter where it cannot narrow anything ------------------------------------------
+
+
+def company_fields(page: BeautifulSoup) -> list[tuple[str, str]]:
+    """The filter form's company inputs as (type, value): a picker's text field or a hidden
+    one keeping the address's `company`."""
+    form = page.select_one("form[role=search]")
+    return [(i.get("type", "text"), i.get("value", "")) for i in form.select("input[name=company]")]
+
+
+@pytest.mark.parametrize("role", sorted(ADMIN_SCOPE))
+@pytest.mark.parametrize("path", ["/ddis", "/users"])
+def test_the_company_filter_is_left_out_for_one_company(world, role, path):
+    client = world.browser(role)
+    plain = soup(client.get(path))
+    one = len(ADMIN_SCOPE[role]) == 1
+    assert (plain.select_one("#filter-company") is None) is one
+    if not one:
+        return
+    assert company_fields(plain) == []
+    # The address's company is still read, and kept by a hidden field (any case names it).
+    for given in (ACME, "ACME"):
+        filtered = soup(client.get(f"{path}?company={given}"))
+        assert filtered.select_one("#filter-company") is None
+        assert company_fields(filtered) == [("hidden", ACME)]
+        assert table_rows(filtered) == table_rows(plain)
+    # Another company: the picker comes back, with its message, so the filter can be cleared.
+    other = client.get(f"{path}?company={GLOBEX}")
+    assert soup(other).select_one("#filter-company") is not None

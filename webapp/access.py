@@ -40,6 +40,15 @@ def within(column: CompanyColumn, scope: CompanyScope) -> ColumnElement[bool]:
     return column.in_(sorted(scope))
 
 
+def sole_company(scope: CompanyScope) -> str | None:
+    """The company `scope` holds when it holds exactly one, else None: a company filter within
+    such a scope cannot narrow anything, so pages leave it out (docs/pages.md)."""
+    if scope is None or len(scope) != 1:
+        return None
+    [company] = scope
+    return company
+
+
 ANOTHER_COMPANY = "another company"
 TARGET_COMPANY = re.compile(r"^\S+ ([^/\s]+)/")
 """The company an audit target names, as a phone user's does ('user acme/ana'): group 1."""

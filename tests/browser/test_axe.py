@@ -17,7 +17,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from ..factories import ACME
-from ..pages import SIGNED_OUT, add_page_records, page_paths
+from ..pages import AS_OTHERS, SIGNED_OUT, add_page_records, page_paths
 from .conftest import wait_for_htmx
 
 pytestmark = pytest.mark.slow  # a real browser
@@ -85,6 +85,10 @@ def test_no_violation_on_any_page(world, live_server, page, sign_in, width):
         scan(page, f"{live_server}{path}", name, problems)
     sign_in("root")
     for name, path in page_paths().items():
+        scan(page, f"{live_server}{path}", name, problems)
+    for name, (username, path) in AS_OTHERS.items():
+        page.context.clear_cookies()  # signed out: /login leads a signed-in visitor on
+        sign_in(username)
         scan(page, f"{live_server}{path}", name, problems)
     assert not problems, f"axe-core at {width}:\n" + "\n".join(
         f"  {page}:\n    " + "\n    ".join(found) for page, found in problems.items()

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select, true
+from sqlalchemy import ColumnElement, and_, func, or_, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute
 
 from ..access import CompanyScope, Principal, within
 from ..database import on_postgresql, upper_bound, write_transaction
-from ..errors import Conflict, Invalid, NotFound
+from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..extensions import db
 from ..models import Company, DailyPeak, Ddi, PhoneUser
 from . import paging
@@ -194,6 +194,38 @@ def search(
     report rollup is not built (`count_sortable`). Two queries beside the rollup state: the
     count, and the page with its companies' counts (`count_now`)."""
     principal.require_system_admin("manage companies")
+    return _page_of(None, q, sort=sort, descending=descending, page=page, per_page=per_page)
+
+
+def browse(
+    principal: Principal,
+    q: object = "",
+    *,
+    sort: object = "id",
+    descending: bool = False,
+    page: object = 1,
+    per_page: int = 50,
+) -> CompanyPage:
+    """`search` over the companies the principal may open (`Principal.visible_companies`):
+    every company for Billing Call-Summary, the granted ones for Billing/Call Reporting and a
+    Company-Admin; the same paging, orders and counts, read-only. Forbidden for an account
+    that may open no company's page (a System-Admin may: every company)."""
+    scope = principal.visible_companies()
+    if scope is not None and not scope:
+        raise Forbidden("This account may not open any company's page.")
+    return _page_of(scope, q, sort=sort, descending=descending, page=page, per_page=per_page)
+
+
+def _page_of(
+    scope: CompanyScope,
+    q: object,
+    *,
+    sort: object,
+    descending: bool,
+    page: object,
+    per_page: int,
+) -> CompanyPage:
+    """One page of the companies within `scope` matching `q` (`search` says how)."""
     text = paging.search_text(q)
     number = paging.page_number(page)
     if sort not in SORTS:
@@ -214,6 +246,7 @@ def search(
         if text
         else true()
     )
+    matches = and_(matches, within(Company.id, scope))
     total = db.session.scalar(select(func.count()).select_from(Company).where(matches)) or 0
     number, pages = paging.clamp(number, total, per_page)
     built = {kind: s in sortable for s, kind in COUNT_SORTS.items()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask import Flask, redirect, url_for
 from flask_login import login_required
 
+from ..access import sole_company
 from ..services.history import actions
 
 
@@ -78,6 +79,10 @@ def register(app: Flask) -> None:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.
     app.context_processor(lambda: {"nav_principal": principal})
+    # The way to the account's companies: "My company" or "Companies" (views/companies.py).
+    app.jinja_env.globals["company_nav"] = companies.nav_link
+    # The one company a filter's scope holds, when it holds one (access.sole_company).
+    app.jinja_env.globals["sole_company"] = sole_company
     app.jinja_env.globals["once_field"] = once.field  # a one-time form's key (views/once.py)
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.jinja_env.filters["num"] = number

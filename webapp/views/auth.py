@@ -60,6 +60,11 @@ def safe_next(target: str | None) -> str:
 
 @bp.route("/login", methods=["GET", "POST"])
 def login():
+    # Already signed in: the sign-in form would only sign the same person in again, so go on
+    # to where it would have led (a safe `next`, else the start page `/`). Signing in as
+    # someone else takes Sign out first.
+    if current_user.is_authenticated:
+        return redirect(safe_next(request.args.get("next")))
     form = LoginForm()
     if form.validate_on_submit():
         if sign_in_blocked(form.username.data):

@@ -18,16 +18,19 @@ import calendar
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, render_template, url_for
+from flask import Blueprint, redirect, render_template, request, url_for
 from flask_login import login_required
 
 from ..access import Principal
-from ..services import company_overview
+from ..errors import Invalid
+from ..services import companies, company_overview
 from ..services.billing import month_changes
 from ..services.company_overview import MonthTotal
-from .common import principal
+from .common import is_htmx, list_here, page_args, principal
 
 bp = Blueprint("companies", __name__, url_prefix="/companies")
+PER_PAGE = 50  # as /admin/companies (views/admin.py)
+LIST_ARGS = ("q", "sort", "dir")
 
 # The chart's geometry, in SVG user units (the SVG scales to its box: app.css).
 WIDTH, HEIGHT = 640, 240
@@ -182,3 +185,65 @@ def _month_vs_last(billing: company_overview.Billing) -> list[dict[str, Any]]:
         }
         for kind, (attr, unit) in SERIES.items()
     ]
+
+
+@bp.get("", endpoint="index")
+@login_required
+def index():
+    """`/companies`: the companies the account may open (services.companies.browse), searched,
+    sorted and paged like /admin/companies but read-only. A System-Admin's companies list is
+    /admin/companies, with its actions: it is sent there with the same parameters."""
+    me = principal()
+    args = page_args(request.args, LIST_ARGS)
+    if me.system_admin:
+        return redirect(url_for("admin.companies", **page_args(request.args, (*LIST_ARGS, "page"))))
+    descending = args.get("dir") == "desc"
+    error, status = None, 200
+    try:
+        if args.get("dir", "asc") not in ("asc", "desc"):
+            raise Invalid("The direction is asc or desc.", {"dir": "asc or desc"})
+        listing = companies.browse(
+            me,
+            args.get("q", ""),
+            sort=args.get("sort", "id"),
+            descending=descending,
+            page=request.args.get("page") or 1,
+            per_page=PER_PAGE,
+        )
+    except Invalid as exc:
+        error, status = exc.message, 400
+        listing = companies.CompanyPage([], 0, 1, 1)
+    context = {
+        "listing": listing,
+        "args": args,
+        "sort": args.get("sort", "id"),
+        "descending": descending,
+        "error": error,
+        "back_arg": list_here("companies.index", args, listing.number),
+        "list_endpoint": "companies.index",
+        "may_rename": False,
+    }
+    vary = {"Vary": "HX-Request"}
+    if is_htmx():
+        return render_template("admin/_company_rows.html", oob=True, **context), status, vary
+    return render_template("companies/list.html", **context), status, vary
+
+
+def nav_link(me: Principal) -> tuple[str, str, bool] | None:
+    """The navigation's way to the account's companies, as (text, address, current): "My
+    company" to its page for an account that may open exactly one company and administers it;
+    "Companies" to /companies for any other account that may open some (Billing, a
+    Company-Admin of several); None for a System-Admin (its "Companies" is /admin/companies)
+    and for an account that may open none."""
+    scope = me.visible_companies()
+    if me.system_admin or (scope is not None and not scope):
+        return None
+    endpoint = request.endpoint or ""
+    if scope is not None and len(scope) == 1 and scope <= me.admin_of:
+        [company_id] = scope
+        here = (
+            endpoint == "companies.page"
+            and (request.view_args or {}).get("company_id") == company_id
+        )
+        return "My company", url_for("companies.page", company_id=company_id), here
+    return "Companies", url_for("companies.index"), endpoint == "companies.index"
