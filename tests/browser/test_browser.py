@@ -179,7 +179,7 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
     expect(row(page, "2071000001").get_by_role("cell")).to_have_text(
-        ["", "44", "2071000001", "555", "globex", re.compile("Edit")]
+        ["", "44", "2071000001", "555", "Globex Corporation (globex)", re.compile("Edit")]
     )
     expect(row(page, "2071000002")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"company=globex"))
@@ -261,7 +261,8 @@ def test_company_admin_sees_only_its_company(live_server, factory, page, sign_in
     expect(page).to_have_url(f"{live_server}/ddis")
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
-    expect(page.locator("#rows tbody td:nth-child(4)")).to_have_text(["acme", "acme"])
+    # The company cell names the company with its identifier (docs/pages.md, links).
+    expect(page.locator("#rows tbody td:nth-child(4)")).to_have_text(["Acme (acme)"] * 2)
     expect(page.locator("#rows")).not_to_contain_text("globex")
     expect(page.locator("#rows")).not_to_contain_text("2072000001")
     expect(page.get_by_role("link", name="New DDI")).to_have_count(0)
