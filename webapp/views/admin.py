@@ -24,6 +24,7 @@ from ..errors import Invalid, NotFound, ServiceError
 from ..security import NO_STORE
 from ..services import companies
 from ..services.identity import accounts, api_tokens, signin
+from . import companies as company_views
 from . import pickers
 from .common import is_htmx, list_back, list_here, page_args, principal
 from .forms import ConfirmForm, form_error
@@ -98,32 +99,9 @@ def companies_page():
         else:
             flash(f"Company {form.id.data} created.", "success")
             return redirect(url_for("admin.companies"))
-    args = page_args(request.args, ("q", "sort", "dir"))
-    descending = args.get("dir") == "desc"
-    error = None
-    try:
-        if args.get("dir", "asc") not in ("asc", "desc"):
-            raise Invalid("The direction is asc or desc.", {"dir": "asc or desc"})
-        listing = companies.search(
-            me,
-            args.get("q", ""),
-            sort=args.get("sort", "id"),
-            descending=descending,
-            page=request.args.get("page") or 1,
-            per_page=PER_PAGE,
-        )
-    except Invalid as exc:
-        error, status = exc.message, 400
-        listing = companies.CompanyPage([], 0, 1, 1)
-    context = {
-        "listing": listing,
-        "args": args,
-        "sort": args.get("sort", "id"),
-        "descending": descending,
-        "error": error,
-        "back_arg": list_here("admin.companies", args, listing.number),
-        "marked": _take_mark("companies"),
-    }
+    context, list_status = company_views.listing(me, companies.search, "admin.companies", PER_PAGE)
+    status = list_status if list_status != 200 else status
+    context["marked"] = _take_mark("companies")
     if is_htmx() and request.method == "GET":
         return render_template("admin/_company_rows.html", oob=True, **context), status, VARY
     return render_template("admin/companies.html", form=form, **context), status, VARY

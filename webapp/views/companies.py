@@ -15,6 +15,7 @@ order; the cost is that a company whose identifier is "suggest" has no page at t
 from __future__ import annotations
 
 import calendar
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +188,43 @@ def _month_vs_last(billing: company_overview.Billing) -> list[dict[str, Any]]:
     ]
 
 
+def listing(
+    me: Principal,
+    lister: Callable[..., companies.CompanyPage],
+    endpoint: str,
+    per_page: int | None = None,
+) -> tuple[dict[str, Any], int]:
+    """A companies list's page from the query string (`q`, `sort`, `dir`, `page`), the one
+    reading for /admin/companies (`lister` companies.search) and /companies (companies.browse):
+    its template context, and 400 with the list empty and the reason for a bad parameter."""
+    args = page_args(request.args, LIST_ARGS)
+    descending = args.get("dir") == "desc"
+    error, status = None, 200
+    try:
+        if args.get("dir", "asc") not in ("asc", "desc"):
+            raise Invalid("The direction is asc or desc.", {"dir": "asc or desc"})
+        found = lister(
+            me,
+            args.get("q", ""),
+            sort=args.get("sort", "id"),
+            descending=descending,
+            page=request.args.get("page") or 1,
+            per_page=per_page or PER_PAGE,
+        )
+    except Invalid as exc:
+        error, status = exc.message, 400
+        found = companies.CompanyPage([], 0, 1, 1)
+    context = {
+        "listing": found,
+        "args": args,
+        "sort": args.get("sort", "id"),
+        "descending": descending,
+        "error": error,
+        "back_arg": list_here(endpoint, args, found.number),
+    }
+    return context, status
+
+
 @bp.get("", endpoint="index")
 @login_required
 def index():
@@ -194,35 +232,10 @@ def index():
     sorted and paged like /admin/companies but read-only. A System-Admin's companies list is
     /admin/companies, with its actions: it is sent there with the same parameters."""
     me = principal()
-    args = page_args(request.args, LIST_ARGS)
     if me.system_admin:
         return redirect(url_for("admin.companies", **page_args(request.args, (*LIST_ARGS, "page"))))
-    descending = args.get("dir") == "desc"
-    error, status = None, 200
-    try:
-        if args.get("dir", "asc") not in ("asc", "desc"):
-            raise Invalid("The direction is asc or desc.", {"dir": "asc or desc"})
-        listing = companies.browse(
-            me,
-            args.get("q", ""),
-            sort=args.get("sort", "id"),
-            descending=descending,
-            page=request.args.get("page") or 1,
-            per_page=PER_PAGE,
-        )
-    except Invalid as exc:
-        error, status = exc.message, 400
-        listing = companies.CompanyPage([], 0, 1, 1)
-    context = {
-        "listing": listing,
-        "args": args,
-        "sort": args.get("sort", "id"),
-        "descending": descending,
-        "error": error,
-        "back_arg": list_here("companies.index", args, listing.number),
-        "list_endpoint": "companies.index",
-        "may_rename": False,
-    }
+    context, status = listing(me, companies.browse, "companies.index")
+    context.update(list_endpoint="companies.index", may_rename=False)
     vary = {"Vary": "HX-Request"}
     if is_htmx():
         return render_template("admin/_company_rows.html", oob=True, **context), status, vary
