@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask import Flask, redirect, url_for
 from flask_login import login_required
 
+from .. import wording
 from ..access import sole_company
 from ..services.history import actions
 
@@ -86,6 +87,9 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["once_field"] = once.field  # a one-time form's key (views/once.py)
     app.jinja_env.globals["field_labels"] = FIELD_LABELS  # how pages name record fields
     app.jinja_env.filters["num"] = number
+    # One way of writing a DDI on every page: "+44 2071234567" (wording.ddi_number).
+    app.jinja_env.globals["ddi_number"] = wording.ddi_number
+    app.jinja_env.filters["ddi_key"] = wording.ddi_key_number
     # The audit log's actions as readers name them, and whether one creates or deletes.
     app.jinja_env.filters["action_name"] = actions.name
     app.jinja_env.filters["action_effect"] = actions.effect
