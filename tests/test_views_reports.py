@@ -471,7 +471,11 @@ BAD_QUERIES = [
     {"month": "10", "year": "99999"},
     {"month": "10", "year": "1969"},
     {"month": ["1", "2"]},
-    {"month": "12", "year": "2026"},  # later this year: the future
+    # Next month: the future (a fixed month here would turn into the present one day).
+    {
+        "month": str(((_TODAY := datetime.now(UTC).date()).month % 12) + 1),
+        "year": str(_TODAY.year + (_TODAY.month == 12)),
+    },
     {"month": "1", "year": "2027"},
     {"year": "2026"},  # a year needs a month
     {"company": "Not A Company!"},

@@ -56,12 +56,15 @@ def _month(label: str) -> tuple[month_close.MonthRequest, int]:
     return wanted, wanted.year
 
 
-def panel(kind: str, year: int, month: int, running: bool, selected: list[str]) -> dict[str, Any]:
+def panel(
+    kind: str, year: int, month: int, running: bool, selected: list[str], back: str | None = None
+) -> dict[str, Any]:
     """The report page's month state: open or closed (when, by whom, version), the Close and
-    Reopen links the account may use, and where the changes since the close load from."""
+    Reopen links the account may use, and where the changes since the close load from.
+    `back`: the report's address, when not the request's (a report updated in place)."""
     me = principal()
     label = f"{year:04d}-{month:02d}"
-    back = request.full_path.rstrip("?")
+    back = back or request.full_path.rstrip("?")
     close_ = None if running else month_close.latest_close(me, year, month)
     closed = close_ is not None and close_.closed
     return {

@@ -30,7 +30,7 @@ from flask_login import login_required
 from ..access import Principal
 from ..errors import Invalid
 from ..services.billing import month_changes, periods, report_days, report_query, reports
-from . import months, pickers
+from . import months, pickers, report_controls
 from .common import is_htmx, principal
 from .downloads import csv_download
 from .errors import error_page
@@ -188,12 +188,45 @@ def _page(kind: str):
     me = principal()
     me.require_report()  # Forbidden without report permission, before any parameter
     chosen = _chosen(me)
-    if chosen.ok and (pickers.pressed(request.args) or "add_company" in request.args):
+    in_place = report_controls.changing(request.args) and report_controls.in_place()
+    if chosen.ok and report_controls.changing(request.args) and not in_place:
         # The form was sent (Show, Add or a Remove): the report's own address, so its links
         # and bookmarks stay the `company`, `month`, `year` they always were.
         if left_out := _left_out(chosen):
             flash(left_out, "info")
+        if line := report_controls.change_line(request.args, chosen):
+            flash(line, "success")
+            report_controls.keep_open()
         return redirect(_chosen_url(kind, chosen))
+    if in_place:
+        return _in_place(kind, chosen)
+    return _render(kind, chosen, open_=report_controls.kept_open())
+
+
+def _in_place(kind: str, chosen: pickers.Chosen):
+    """An Add or a Remove with htmx: the report region for the new choice (what the redirect
+    would show), the address it stands for pushed, focus and one line for the announcer."""
+    line = report_controls.change_line(request.args, chosen) if chosen.ok else None
+    url = _chosen_url(kind, chosen)
+    response = make_response(_render(kind, chosen, open_=True, line=line, region=True, back=url))
+    if chosen.ok and response.status_code == 200:
+        response.headers["HX-Push-Url"] = url
+    return response
+
+
+def _render(
+    kind: str,
+    chosen: pickers.Chosen,
+    *,
+    open_: bool = False,
+    line: str | None = None,
+    region: bool = False,
+    back: str | None = None,
+):
+    """The report page (or, `region`, its swapped part) for the chosen companies: `open_`
+    keeps the controls unfolded, `line` says what an Add or a Remove did."""
+    template = "reports/_region.html" if region else "reports/report.html"
+    controls = {"controls_open": open_, "change_line": line}
     try:
         if not chosen.ok:
             raise Invalid(f"Company '{chosen.picked.text}': {chosen.picked.error}.")
@@ -206,7 +239,7 @@ def _page(kind: str):
         month = _typed("month", today.month, 1, 12)
         context = _picker_context(kind, chosen, today, year, month, chosen.ids)
         context["filter"] = request.args.get("filter", "")[:FILTER_MAX]
-        html = render_template("reports/report.html", error=_message(exc), **context)
+        html = render_template(template, error=_message(exc), **controls, **context)
         return html, 400
     period = result.ranking.period
     context = _picker_context(
@@ -238,9 +271,9 @@ def _page(kind: str):
     if result.ranking.chosen > 1:
         context.update(_matrix_context(kind, result, args))
     context["month_panel"] = months.panel(
-        kind, period.year, period.month, context["to_date"], result.selected
+        kind, period.year, period.month, context["to_date"], result.selected, back=back
     )
-    return render_template("reports/report.html", error=None, **context)
+    return render_template(template, error=None, **controls, **context)
 
 
 def _matrix_context(kind: str, result: Resolved, args: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +361,7 @@ def _picker_context(kind, choices, today, year, month, selected) -> dict[str, An
         "choices": choices,
         "left_out": _left_out(choices),
         "selected": set(selected),
+        "summary": report_controls.summary(list(selected), calendar.month_name[month], year),
         "year": year,
         "month": month,
         "month_name": calendar.month_name[month],
