@@ -118,6 +118,16 @@ def test_no_violation_after_swaps(world, live_server, page, sign_in, width):
     if found := violations(page) + too_wide(page):
         problems["DDI calendar, a day open"] = found
 
+    # The report's controls opened, a company added in place (its chips, the line said).
+    page.goto(f"{live_server}/reports/ddis")
+    wait_for_htmx(page)
+    page.locator("details.report-controls summary").click()
+    page.get_by_label("Add a company").fill(ACME)
+    page.get_by_role("button", name="Add", exact=True).click()
+    expect(page.locator("#company-chosen")).to_be_focused()
+    if found := violations(page) + too_wide(page):
+        problems["DDI counts, a company added in place"] = found
+
     assert not problems, f"axe-core at {width}:\n" + "\n".join(
         f"  {name}:\n    " + "\n    ".join(found) for name, found in problems.items()
     )

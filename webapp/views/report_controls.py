@@ -77,4 +77,6 @@ def keep_open() -> None:
 
 def kept_open() -> bool:
     """Whether this page follows an Add or a Remove (once: the next load folds again)."""
-    return bool(session.pop(_KEEP_OPEN, False))
+    # Only then touched: a pop of a missing key would still mark the session changed, and
+    # every report page would write it.
+    return _KEEP_OPEN in session and bool(session.pop(_KEEP_OPEN))
