@@ -121,6 +121,7 @@ def test_report_add_companies_by_picking_and_remove_one(live_server, factory, pa
     chosen = page.locator("#company-chosen .chosen-id")
     expect(chosen).to_have_count(0)
 
+    page.locator("details.report-controls summary").click()  # folded under the report
     page.locator("#add_company").fill("acm")
     page.get_by_role("option", name=re.compile("^acme")).click()  # added at once
     expect(page).to_have_url(re.compile(r"/reports/ddis\?company=acme&month=\d+&year=\d+$"))
