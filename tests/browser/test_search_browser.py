@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # a real browser
 
 PHONE = {"width": 390, "height": 844}
 LONG_NAME = "Acme Telecommunications International Holdings Ltd"
-BOX = "Search numbers, companies, phone users"
+BOX = "Search DDIs, companies, phone users"
 
 
 @pytest.fixture
