@@ -1,10 +1,10 @@
 """The top bar's search (/search): one text looked up as a DDI number, a company and a phone
 user at once, each kind only as far as the account may see it (docs/pages.md, "Search").
 
-Nothing here matches on its own: each kind is read by the code of its list, so a result is
-exactly what that list shows for the same text (the number search of /ddis, the companies
-lists' identifier-or-name search, the phone-user list's username filter), and a kind's "more"
-link opens that list filtered the same way.
+Nothing here matches on its own: each kind is matched by the rule of its list, in that list's
+code, so a result is what that list shows for the same text (the number search of /ddis, the
+companies lists' identifier-or-name search, the phone-user list's username filter), and a
+kind's link opens that list filtered the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..access import Principal
-from ..errors import Forbidden, Invalid
+from ..errors import Invalid
 from . import companies
 from .records import kinds, listing, record_query
 
@@ -87,11 +87,11 @@ def search(principal: Principal, q: object) -> Results:
 
     Guarantees: DDIs only for an administrator (a System-Admin every DDI, a Company-Admin those
     of its companies; no Billing account) and only when `q` is a number as /ddis's number
-    search reads it; companies only among those the principal may open
-    (`Principal.visible_companies`, as /companies and /admin/companies), by identifier or name
-    containing `q` in any case; phone users only for an administrator, of its companies, whose
-    username starts with `q` (lower-cased; as the /users list's filter, one index range).
-    Every kind is read by its list's own service. Invalid only for an unusable text
+    search reads it (that search's own code); companies only among those the principal may
+    open (`Principal.visible_companies`, as /companies and /admin/companies), by the lists'
+    rule, identifier or name containing `q` in any case, by identifier; phone users only for
+    an administrator, of its companies, whose username starts with `q` lower-cased (the /users
+    list's own filter code; one index range). Invalid only for an unusable text
     (`check_text`); an empty one searches nothing."""
     text = check_text(q)
     if not text:
@@ -119,15 +119,11 @@ def _ddis(principal: Principal, text: str) -> Found | None:
 
 
 def _companies(principal: Principal, text: str) -> Found | None:
-    # Sorted by identifier, one page of LIMIT: the lists' own search, counts and all.
-    try:
-        if principal.system_admin:
-            page = companies.search(principal, text, per_page=LIMIT)
-        else:
-            page = companies.browse(principal, text, per_page=LIMIT)
-    except Forbidden:  # an account that may open no company's page
+    scope = principal.visible_companies()
+    if scope is not None and not scope:  # an account that may open no company's page
         return None
-    return Found(list(page.rows), page.total > LIMIT)
+    rows, more = companies.first_matching(principal, text, LIMIT)
+    return Found(list(rows), more)
 
 
 def _users(principal: Principal, username: str) -> Found | None:
