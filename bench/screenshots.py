@@ -94,7 +94,7 @@ def search_shots(page, out: Path) -> None:
     page.get_by_role("search", name="Site search").get_by_role("searchbox").fill(SEARCHED)
     page.keyboard.press("Enter")
     page.wait_for_load_state("load")
-    page.screenshot(path=out / "search.png")
+    page.screenshot(path=out / "search.png", full_page=True)
     page.set_viewport_size(PHONE)
     page.reload()
     page.screenshot(path=out / "search-phone.png")
