@@ -223,3 +223,14 @@ def test_the_service_refuses_control_characters(world):
     with pytest.raises(Invalid):
         search.search(Principal.cli(), "44\x00")
     assert search.search(Principal.cli(), "  ").kinds == []
+
+
+def test_at_most_20_companies(world):
+    for i in range(21):
+        world.factory.company(f"zeta{i:02d}", f"Zeta {i}")
+    page = soup(world.browser("root").get("/search?q=ZETA"))
+    rows = kind(page, "companies")
+    assert len(rows) == 20 and rows[0].startswith("Zeta 0 (zeta00)")
+    assert heading(page, "companies") == "Companies (more than 20)"
+    link = page.select_one("section[aria-labelledby=found-companies] p a")
+    assert link["href"] == "/admin/companies?q=ZETA"
