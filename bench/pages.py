@@ -64,6 +64,12 @@ MIN_REQUESTS = 5
 # A page slower than gunicorn's default 30 s worker timeout is still measured, not killed.
 WORKER_TIMEOUT = 300
 NUMBER_QUERY = "4567"  # the number search: digits found anywhere in a number
+# The top bar's search (/search), each finding several records (one would redirect): a number's
+# start matching thousands, a number's end with a company containing it, a company name
+# fragment, a username's start.
+SEARCHES = ["/search?q=%2B44+10000", "/search?q=4042", "/search?q=company+c001", "/search?q=u12"]
+# A Company-Admin's: its one company alone would open (303), so numbers and usernames only.
+ADMIN_SEARCHES = ["/search?q=%2B44+10", "/search?q=u1"]
 
 
 @dataclass(frozen=True)
@@ -238,6 +244,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/accounts/suggest?q=bench",
         "/account/tokens",
         "/companies/suggest?for=records&q=c0",
+        *SEARCHES,
         "/admin/webhooks",
         f"/admin/webhooks/{s.webhook}",
         f"/admin/webhooks/{s.webhook}/edit",
@@ -256,6 +263,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/audit?actor=cli",
         "/accounts/suggest?q=bench",
         "/account/tokens",
+        *ADMIN_SEARCHES,
     ]
     return [
         ("System-Admin", SYSADMIN, system_admin),

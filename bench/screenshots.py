@@ -7,7 +7,8 @@ It serves the app as the page scenario does (gunicorn, bench/http.py), signs in 
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
 the largest company's page, the company picker's suggestions on the DDI list, the audit
-log filtered by a number as people write it, a DDI's page, the preview of an import (a
+log filtered by a number as people write it, a DDI's page, the top bar's search at desktop
+and phone width (`search_shots`), the preview of an import (a
 customer's numbers moved, a block ported in, extensions changed; previewed, never applied),
 and a closed month's report with the changes since its close: it closes the last ended month
 and backfills a late batch of history into it (`_late_batch`), so run it on a copy.
@@ -83,6 +84,23 @@ def _close_and_backfill(database_url: str) -> tuple[int, int]:
     return year, month
 
 
+PHONE = {"width": 390, "height": 844}
+SEARCHED = "4042"  # a number's last digits: more than 20 DDIs, and the company c04042
+
+
+def search_shots(page, out: Path) -> None:
+    """The top bar's search typed at desktop width, its results then at phone width."""
+    desktop = page.viewport_size
+    page.get_by_role("search", name="Site search").get_by_role("searchbox").fill(SEARCHED)
+    page.keyboard.press("Enter")
+    page.wait_for_load_state("load")
+    page.screenshot(path=out / "search.png", full_page=True)
+    page.set_viewport_size(PHONE)
+    page.reload()
+    page.screenshot(path=out / "search-phone.png")
+    page.set_viewport_size(desktop)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -125,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
             page.goto(f"{app.base}/ddis/44/1000000001")
             page.screenshot(path=args.out / "ddi-page.png", full_page=True)
+            search_shots(page, args.out)
 
             page.goto(f"{app.base}/ddis/import")
             upload = {

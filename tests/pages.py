@@ -81,6 +81,8 @@ PAGES: dict[str, str] = {
     "edit webhook":              "/admin/webhooks/{webhook}/edit",
     "audit log":                 "/audit",
     "audit log, filtered":       f"/audit?company={ACME}",
+    "search":                    "/search",
+    "search results":            "/search?q=a",  # acme (Acme Telecom) and alice
     "error page (404)":          "/no-such-page",
 }
 # fmt: on
@@ -92,6 +94,7 @@ AS_OTHERS: dict[str, tuple[str, str]] = {
     "companies, Billing": ("summary", "/companies"),
     "DDI list, one company's admin": ("cadmin", "/ddis"),
     "audit log, one company's admin": ("cadmin", "/audit"),
+    "search results, Billing": ("summary", "/search?q=e"),
 }
 
 # Signed out.

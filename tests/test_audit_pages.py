@@ -631,7 +631,7 @@ def test_the_company_filter_is_left_out_for_an_admin_of_one_company(world):
     it), and one the reader cannot pick brings the picker back with its message."""
 
     def company_inputs(response) -> list[tuple[str, str]]:
-        form = soup(response).select_one("form[role=search]")
+        form = soup(response).select_one("main form[role=search]")
         return [
             (i.get("type", "text"), i.get("value", "")) for i in form.select("input[name=company]")
         ]

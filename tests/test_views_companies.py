@@ -426,7 +426,7 @@ def test_companies_are_searched_and_sorted(many):
         assert "q=c" in link and "sort=name" in link and "dir=desc" in link
     assert ids(soup(browser.get(pager(both)["last"])))[-1] == ACME  # "Acme Telecom"
     # The search form keeps the order as hidden fields.
-    form = both.select_one("form[role=search]")
+    form = both.select_one("main form[role=search]")
     assert {i["name"]: i["value"] for i in form.select("input[type=hidden]")} == {
         "sort": "name",
         "dir": "desc",

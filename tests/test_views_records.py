@@ -1239,7 +1239,7 @@ def test_a_company_name_is_escaped(world):
 def company_fields(page: BeautifulSoup) -> list[tuple[str, str]]:
     """The filter form's company inputs as (type, value): a picker's text field or a hidden
     one keeping the address's `company`."""
-    form = page.select_one("form[role=search]")
+    form = page.select_one("main form[role=search]")
     return [(i.get("type", "text"), i.get("value", "")) for i in form.select("input[name=company]")]
 
 

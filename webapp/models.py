@@ -216,6 +216,15 @@ class PhoneUser(Model):
     virt_exten: Mapped[str] = mapped_column(String(10))
 
 
+# A username's start across every company (the search, /users?username=… of a System-Admin;
+# migration 0020): on PostgreSQL in pattern order, so that LIKE 'x%' is a range of it whatever
+# the database's collation.
+Index(
+    "ix_phone_users_username",
+    PhoneUser.__table__.c.username,
+    PhoneUser.__table__.c.company,
+    postgresql_ops={"username": "text_pattern_ops"},
+)
 # The list sorted by extension, in numeric order (extension_order; migration 0005): every
 # company's (a System-Admin's list) and one company's; the unique constraints and the indexes
 # above serve the other orders.

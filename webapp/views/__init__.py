@@ -53,6 +53,7 @@ def register(app: Flask) -> None:
         pickers,
         records,
         reports,
+        search,
         webhooks,
     )
     from .common import principal
@@ -75,6 +76,7 @@ def register(app: Flask) -> None:
         account,
         audit,
         webhooks,
+        search,
     )
     for module in modules:
         app.register_blueprint(module.bp)
