@@ -11,14 +11,15 @@ local midnight in REPORT_TIMEZONE, half-open intervals, zero-length ones ignored
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select, union_all
+from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from ...access import Principal
 from ...extensions import db
 from ...models import HistoryInterval
-from .report_days import DayPage, _day, _local
+from . import periods
+from .report_days import DayPage, _checked, _first_peak, _local
 
 PAGE_SIZE = 100  # changes a page, and records active all day a page
 
@@ -79,7 +80,7 @@ def day_view(
 
     Guarantees:
     - The checks of report_days.day_detail, in its order (Forbidden, Invalid, NotFound), and
-      its `peak` and `peak_at` (the report's value for the day).
+      its `peak` and `peak_at` (the report's value for the day, by day_peak.sweep).
     - Every change of the day belongs to the local day its instant falls in: `added` counts the
       intervals (of that company and kind, zero-length ones ignored) starting at or after the
       day's first instant and before the next day's, `removed` those ending so (an end at
@@ -93,27 +94,40 @@ def day_view(
     - `all_day` lists the records begun before the day and not ended before its end (at_start
       less those removed within the day), by start (then end, then history row); their total
       is `summary.all_day`. Every record active during the day is in it or has a change.
+
+    Cost: three index ranges of the company's intervals (the records active all day are
+    counted, and only a page of them read); the intervals with a change that day are read
+    whole, for the peak and the changes' order.
     """
-    day_of, start, end, _, tz = _day(principal, kind, company, day, today)
-    summary = _summary(kind, day_of.company, start, end)
-    changes_offset = _clamp(changes_offset, summary.added + summary.removed, limit)
-    all_day_offset = _clamp(all_day_offset, summary.all_day, limit)
+    row, parsed, tz = _checked(principal, kind, company, day, today)
+    start = periods.local_midnight_utc(parsed, tz)
+    end = periods.local_midnight_utc(parsed + timedelta(days=1), tz)
     h = HistoryInterval
-    reaching = _reaching(kind, day_of.company, start, end)
-    starts = select(h.start_at.label("at"), literal(1).label("step"), h.key, h.id).where(
-        reaching, h.start_at >= start
+    reaching = _reaching(kind, row.id, start, end)
+    all_day_total = int(
+        db.session.scalar(select(func.count()).where(reaching, _all_day(start, end))) or 0
     )
-    ends = select(h.end_at.label("at"), literal(0).label("step"), h.key, h.id).where(
-        reaching, h.end_at < end
+    changing = db.session.execute(
+        select(h.key, h.start_at, h.end_at, h.id).where(reaching, ~_all_day(start, end))
+    ).all()
+    events = sorted(
+        [(s, 1, key, n) for key, s, _, n in changing if s >= start]
+        + [(e, 0, key, n) for key, _, e, n in changing if e is not None and e < end]
     )
-    both = union_all(starts, ends).subquery()
-    rows = db.session.execute(
-        select(both.c.at, both.c.step, both.c.key)
-        .order_by(both.c.at, both.c.step, both.c.key, both.c.id)
-        .offset(changes_offset)
-        .limit(limit)
+    added = sum(step for _, step, _, _ in events)
+    carried = all_day_total + sum(1 for _, s, _, _ in changing if s < start)
+    summary = DaySummary(carried, added, len(events) - added, all_day_total)
+    # The level carried in is one step at midnight, with that instant's own changes.
+    peak, peak_at = _first_peak(
+        sorted([(start, carried, True)] + [(at, step or -1, True) for at, step, _, _ in events]),
+        tz,
     )
-    changes = tuple(Change(_local(at, tz), bool(step), key) for at, step, key in rows)
+    changes_offset = _clamp(changes_offset, len(events), limit)
+    changes = tuple(
+        Change(_local(at, tz), bool(step), key)
+        for at, step, key, _ in events[changes_offset : changes_offset + limit]
+    )
+    all_day_offset = _clamp(all_day_offset, summary.all_day, limit)
     whole = db.session.execute(
         select(h.key, h.start_at, h.end_at)
         .where(reaching, _all_day(start, end))
@@ -124,6 +138,20 @@ def day_view(
     all_day = tuple(
         AllDayRecord(key, _local(s, tz), None if e is None else _local(e, tz))
         for key, s, e in whole
+    )
+    day_of = DayPage(
+        kind=kind,
+        company=row.id,
+        company_name=row.name,
+        day=parsed,
+        start=_local(start, tz),
+        end=_local(end, tz),
+        peak=peak,
+        peak_at=None if peak_at is None else _local(peak_at, tz),
+        # Active during the day: not those whose end at midnight is its only change.
+        total=summary.all_day + sum(1 for _, _, e, _ in changing if e is None or e > start),
+        offset=0,
+        records=(),
     )
     return DayView(day_of, summary, changes, changes_offset, all_day, all_day_offset)
 
@@ -148,21 +176,3 @@ def _reaching(kind: str, company: str, start: datetime, end: datetime) -> Column
 def _all_day(start: datetime, end: datetime) -> ColumnElement[bool]:
     h = HistoryInterval
     return and_(h.start_at < start, or_(h.end_at.is_(None), h.end_at >= end))
-
-
-def _summary(kind: str, company: str, start: datetime, end: datetime) -> DaySummary:
-    """The day's counts in one aggregate over _reaching."""
-    h = HistoryInterval
-
-    def count(condition: ColumnElement[bool]):
-        return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
-
-    at_start, added, removed, all_day = db.session.execute(
-        select(
-            count(h.start_at < start),
-            count(h.start_at >= start),
-            count(and_(h.end_at.is_not(None), h.end_at < end)),
-            count(_all_day(start, end)),
-        ).where(_reaching(kind, company, start, end))
-    ).one()
-    return DaySummary(int(at_start), int(added), int(removed), int(all_day))
