@@ -463,6 +463,7 @@ def test_default_is_the_current_month_to_date_with_month_links(browsers, kind):
     assert "month=12" in previous and "year=2025" in previous
 
 
+NEXT_MONTH = (datetime.now(UTC).date().replace(day=28) + timedelta(days=4)).replace(day=1)
 BAD_QUERIES = [
     {"month": "13"},
     {"month": "0"},
@@ -474,8 +475,9 @@ BAD_QUERIES = [
     {"month": "10", "year": "99999"},
     {"month": "10", "year": "1969"},
     {"month": ["1", "2"]},
-    {"month": "12", "year": "2026"},  # later this year: the future
-    {"month": "1", "year": "2027"},
+    # The future: next month, and a month next year (from today, whatever the date).
+    {"month": str(NEXT_MONTH.month), "year": str(NEXT_MONTH.year)},
+    {"month": "1", "year": str(NEXT_MONTH.year + 1)},
     {"year": "2026"},  # a year needs a month
     {"company": "Not A Company!"},
 ]
