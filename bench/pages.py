@@ -217,7 +217,10 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         "/reports/ddis",
         "/reports/users",
         f"/reports/ddis?company={c}",
+        # A day's drill-down: its summary, the first page of its changes and of the records
+        # active all day; then a later page of each (a page past the end is the last one).
         f"/reports/ddis/day?company={c}&date={s.day}",
+        f"/reports/ddis/day?company={c}&date={s.day}&changes=2&page=300",
         # The last ended month, closed: its reports read the stored figures; the changes since
         # the close (a fragment the report page loads after itself) recompute the month.
         "/reports/months",

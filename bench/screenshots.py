@@ -6,7 +6,8 @@ commands; Debian's /usr/bin/chromium through the playwright package, as the brow
 It serves the app as the page scenario does (gunicorn, bench/http.py), signs in through /login
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
-the largest company's page, the company picker's suggestions on the DDI list, the audit
+the largest company's page, a day's drill-down of it (in the calendar's panel at 1280 px, and
+as a page at 390 px), the company picker's suggestions on the DDI list, the audit
 log filtered by a number as people write it, a DDI's page, the top bar's search at desktop
 and phone width (`search_shots`), the preview of an import (a
 customer's numbers moved, a block ported in, extensions changed; previewed, never applied),
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from datetime import date, timedelta
 from pathlib import Path
 
 from . import use_bench_database
@@ -101,6 +103,24 @@ def search_shots(page, out: Path) -> None:
     page.set_viewport_size(desktop)
 
 
+def _day_drill_down(page, base: str, out: Path) -> None:
+    """The largest company's 12th of last month opened from its calendar (1280 px, the panel),
+    then the same day as a page at 390 px: the first screen of each."""
+    last = date.today().replace(day=1) - timedelta(days=1)
+    day = last.replace(day=12).isoformat()
+    page.goto(f"{base}/reports/ddis?company=c00000&year={last.year}&month={last.month}")
+    page.wait_for_function("() => window.htmx !== undefined && document.readyState === 'complete'")
+    page.locator(f"td[data-date='{day}'] a.day").click()
+    page.locator("#day-summary").wait_for()
+    # The panel's first screen (its two lists run to 200 rows).
+    page.locator("#panel").evaluate("panel => panel.scrollIntoView()")
+    page.screenshot(path=out / "report-day.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{base}/reports/ddis/day?company=c00000&date={day}")
+    page.screenshot(path=out / "report-day-phone.png")
+    page.set_viewport_size({"width": 1280, "height": 860})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -126,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 
             page.goto(f"{app.base}/companies/c00000")
             page.screenshot(path=args.out / "company-page.png", full_page=True)
+
+            _day_drill_down(page, app.base, args.out)
 
             page.goto(f"{app.base}/ddis")
             picker = page.get_by_role("combobox", name="Company")

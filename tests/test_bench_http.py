@@ -111,6 +111,7 @@ def test_page_scenarios_quick(bench_url, tmp_path, monkeypatch):
     for expected in ("page /ddis as System-Admin", "page /audit as System-Admin"):
         assert any(n.startswith(expected + ":") for n in names), names
     assert any(n.startswith("page /reports/ddis/day?company=") for n in names), names
+    assert any("/reports/ddis/day?company=" in n and "&changes=2&page=300" in n for n in names)
     assert any(n.startswith(f"page /admin/accounts/{COMPANY_ADMIN}/grants as") for n in names)
     assert any(n.startswith("page /admin/webhooks/") for n in names), names
     assert sum(n.startswith("page /search?q=") for n in names) == 6, names

@@ -268,41 +268,54 @@ def test_csv_holds_the_whole_choice_streamed(root, kind):
 
 
 def records_of(soup: BeautifulSoup) -> list[str]:
-    return [tr["data-key"] for tr in soup.select("table.day-records tbody tr")]
+    """The keys of the drill-down's changes (the day's starts and ends), in the page's order."""
+    return [tr["data-key"] for tr in soup.select("table.day-changes tbody tr")]
+
+
+def count_line(soup: BeautifulSoup) -> str:
+    return soup.select_one("#day-changes .day-count").get_text()
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_drill_down_pages_a_hundred_records(root, kind):
+def test_drill_down_pages_a_hundred_changes(root, kind):
     path = f"{PAGES[kind]}/day"
     query = {"company": "co000", "date": "2026-10-12"}
     soup = page(root.get(path, query_string=query))
-    # 249 records from hours 0-23 (all open) and one from 09:00 to 10:00: 249 at 23:00.
+    # 249 records from hours 0-23 (all open) and one from 09:00 to 10:00: 249 at 23:00; all
+    # begin that day, so 250 added, 1 removed, none active all day.
     assert soup.select_one("[data-peak]").get_text(strip=True) == "249"
     assert soup.select_one("[data-peak-at]").get_text(strip=True) == "23:00:00"
+    assert soup.select_one("[data-added]").get_text(strip=True) == "250"
+    assert soup.select_one("[data-removed]").get_text(strip=True) == "1"
+    assert soup.select_one("table.day-records") is None
     first = records_of(soup)
     assert len(first) == 100
-    assert "1\u2013100 of 250" in soup.select_one("[data-count]").get_text()
+    assert "1\u2013100 of 251" in count_line(soup)
     pager = {el["data-pager"]: el for el in soup.select("nav.pager [data-pager]")}
-    assert pager["first"].name == "span" and pager["prev"].name == "span"
-    assert parse_qs(urlsplit(pager["last"]["href"]).query)["page"] == ["3"]
+    assert pager["changes-first"].name == "span" and pager["changes-prev"].name == "span"
+    assert parse_qs(urlsplit(pager["changes-last"]["href"]).query)["changes"] == ["3"]
     seen = list(first)
-    following = pager["next"]["href"]
+    following = pager["changes-next"]["href"]
     while following:
         soup = page(root.get(following))
         seen += records_of(soup)
-        link = soup.select_one("nav.pager a[data-pager=next]")
+        link = soup.select_one("nav.pager a[data-pager=changes-next]")
         following = link["href"] if link else None
-    assert len(seen) == len(set(seen)) == 250
-    assert "201\u2013250 of 250" in soup.select_one("[data-count]").get_text()
+    assert len(seen) == 251 and len(set(seen)) == 250  # co000-x added and removed
+    assert "201\u2013251 of 251" in count_line(soup)
     # The htmx fragment pages inside the panel.
-    fragment = root.get(path, query_string={**query, "page": "2"}, headers={"HX-Request": "true"})
+    fragment = root.get(
+        path, query_string={**query, "changes": "2"}, headers={"HX-Request": "true"}
+    )
     text = fragment.get_data(as_text=True)
     assert "<html" not in text
     soup = BeautifulSoup(text, "html.parser")
     assert records_of(soup) == seen[100:200]
-    assert soup.select_one("nav.pager a[data-pager=next]")["hx-target"] == "#panel"
+    assert soup.select_one("nav.pager a[data-pager=changes-next]")["hx-target"] == "#panel"
     # A page past the end is the last; a bad one a 400.
-    assert records_of(page(root.get(path, query_string={**query, "page": "9"}))) == seen[200:]
+    last = page(root.get(path, query_string={**query, "changes": "9"}))
+    assert records_of(last) == seen[200:]
+    page(root.get(path, query_string={**query, "changes": "x"}), 400)
     page(root.get(path, query_string={**query, "page": "x"}), 400)
 
 
@@ -322,11 +335,11 @@ def test_day_csv_has_every_record_neutralised(root, kind):
     assert "'=k000" in keys and not any(k.startswith("=") for k in keys)  # formula guard
     assert sum(r[5] == "yes" for r in body) == 249  # all but the 09:00-10:00 one at 23:00
     assert all(r[1].endswith("+00:00") for r in body)
-    # The page's records, in the page's order.
+    # Every record the page lists (here all of them are among the day's changes).
     soup = page(
         root.get(f"{PAGES[kind]}/day", query_string={"company": "co000", "date": "2026-10-12"})
     )
-    assert [k.lstrip("'") for k in keys[:100]] == records_of(soup)
+    assert set(records_of(soup)) <= {k.lstrip("'") for k in keys}
     link = soup.select_one("a[href*='day.csv']")["href"]
     assert parse_qs(urlsplit(link).query) == {"company": ["co000"], "date": ["2026-10-12"]}
     # The same checks as the page.

@@ -16,10 +16,13 @@ from typing import Any
 
 import pytest
 from bs4 import BeautifulSoup
+from sqlalchemy import select
 
 from webapp.access import Principal
 from webapp.errors import Forbidden, Invalid, NotFound
-from webapp.services.billing import periods, report_days, reports
+from webapp.extensions import db
+from webapp.models import HistoryInterval
+from webapp.services.billing import day_view, periods, report_days, reports
 
 from .factories import Factory, World, add_history
 
@@ -460,6 +463,7 @@ def test_default_is_the_current_month_to_date_with_month_links(browsers, kind):
     assert "month=12" in previous and "year=2025" in previous
 
 
+NEXT_MONTH = (datetime.now(UTC).date().replace(day=28) + timedelta(days=4)).replace(day=1)
 BAD_QUERIES = [
     {"month": "13"},
     {"month": "0"},
@@ -522,36 +526,84 @@ def busy_day(world) -> Factory:
 
 
 def records_of(soup: BeautifulSoup) -> dict[str, list[str]]:
+    """The drill-down's records active all day: key -> its cells' text."""
     return {
         tr["data-key"]: [td.get_text(" ", strip=True) for td in tr.find_all("td")]
         for tr in soup.select("table.day-records tbody tr")
     }
 
 
+def changes_of(soup: BeautifulSoup) -> list[tuple[str, str, str]]:
+    """The drill-down's changes: (time, added/removed, key) in the page's order."""
+    return [
+        (tr.select_one("time").get_text(strip=True), tr["data-change"], tr["data-key"])
+        for tr in soup.select("table.day-changes tbody tr")
+    ]
+
+
+def figures_of(soup: BeautifulSoup) -> dict[str, str]:
+    return {
+        name: soup.select_one(f"[data-{name}]").get_text(strip=True)
+        for name in ("at-start", "added", "removed", "at-end", "peak")
+    }
+
+
+# The busy day: k0 ends at midnight (a removal at 00:00), k8 hands over at 10:30 (the end
+# first), k7 has no length, x1 is another company's.
+BUSY_CHANGES = [
+    ("00:00:00", "removed", "k0"),
+    ("09:00:00", "added", "k5"),
+    ("10:30:00", "removed", "k8"),
+    ("10:30:00", "added", "k6"),
+    ("11:00:00", "removed", "k5"),
+    ("12:00:00", "removed", "k6"),
+    ("23:00:00", "added", "k9"),
+]
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_drill_down_lists_the_records_and_the_peak(busy_day, browsers, kind):
+def test_drill_down_tells_the_day(busy_day, browsers, kind):
     browser = browsers("reporter")
     calendar_page = page(browser.get(PAGES[kind], query_string={**OCT}))
     link = calendar_page.select_one("td[data-date='2026-10-12'] a.day")
     assert link.select_one(".peak").get_text(strip=True) == "3"
+    assert link["hx-push-url"] == "true"
+    assert calendar_page.select_one("#panel").get("aria-live") is None
 
     full = browser.get(link["href"])
     soup = page(full)
     assert "<html" in full.get_data(as_text=True)
-    assert soup.select_one("[data-peak]").get_text(strip=True) == "3"
+    assert len(soup.find_all("h1")) == 1
+    assert soup.select_one("#panel").get("aria-live") is None
+    # The summary first: 3 carried in (k0, k1, k8), 3 added, 4 removed, 2 at the end.
+    assert figures_of(soup) == {
+        "at-start": "3",
+        "added": "3",
+        "removed": "4",
+        "at-end": "2",
+        "peak": "3",
+    }
     peak_at = soup.select_one("[data-peak-at]")
     assert peak_at.get_text(strip=True) == "09:00:00"
     assert peak_at["datetime"] == "2026-10-12T09:00:00+00:00"
+    summary = soup.select_one("[data-focus]")
+    assert summary["id"] == "day-summary"
+    assert soup.select_one("[data-announce]").get_text(" ", strip=True) == (
+        "12 October: 3 at the peak, 3 added, 4 removed"
+    )
+    # Then the changes in time order, then what was active all day.
+    assert changes_of(soup) == BUSY_CHANGES
+    assert [t["id"] for t in soup.select(".day-part")] == ["day-changes", "day-all-day"]
     records = records_of(soup)
-    assert list(records) == ["k1", "k8", "k5", "k6", "k9"]  # by start; no k7, k0, x1
-    assert records["k1"][1].startswith("00:00:00") and "day before" in records["k1"][1]
-    assert records["k1"][2] == "end of day (continues)"
-    assert records["k8"][2] == "10:30:00"
-    assert records["k5"][1:3] == ["09:00:00", "11:00:00"]
-    assert records["k6"][1:3] == ["10:30:00", "12:00:00"]
-    assert records["k9"][1:3] == ["23:00:00", "end of day (continues)"]
-    assert [k for k, r in records.items() if r[3] == "yes"] == ["k1", "k8", "k5"]
-    assert soup.select_one("a[href*='month=10']") is not None  # back to the month
+    assert list(records) == ["k1"]
+    assert records["k1"][1:] == ["2026-10-01 00:00", "2026-10-20 00:00"]
+    # The days around it, and Close back to the month's calendar.
+    prev = soup.select_one("a[data-day-link=prev]")
+    assert "date=2026-10-11" in prev["href"] and prev["hx-push-url"] == "true"
+    assert "date=2026-10-13" in soup.select_one("a[data-day-link=next]")["href"]
+    close = soup.select_one("a[data-close]")
+    assert close["href"] == f"{PAGES[kind]}?company={HOME}&year=2026&month=10"
+    assert close.get_text(" ", strip=True).startswith("Close")
 
     fragment = browser.get(link["hx-get"], headers={"HX-Request": "true"})
     text = fragment.get_data(as_text=True)
@@ -559,8 +611,10 @@ def test_drill_down_lists_the_records_and_the_peak(busy_day, browsers, kind):
     assert "<html" not in text and "<body" not in text
     assert_no_inline_code(text)
     soup = BeautifulSoup(text, "html.parser")
+    assert soup.find("h1") is None
     assert soup.select_one("[data-peak]").get_text(strip=True) == "3"
-    assert list(records_of(soup)) == ["k1", "k8", "k5", "k6", "k9"]
+    assert changes_of(soup) == BUSY_CHANGES
+    assert list(records_of(soup)) == ["k1"]
     assert "HX-Request" in fragment.headers.get("Vary", "")
 
     # A quiet day says so.
@@ -569,6 +623,93 @@ def test_drill_down_lists_the_records_and_the_peak(busy_day, browsers, kind):
     )
     assert soup.select_one("[data-peak]").get_text(strip=True) == "0"
     assert soup.select_one("table.day-records") is None
+    assert soup.select_one("table.day-changes") is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_drill_down_days_around_it(busy_day, browsers, kind):
+    """Previous and next day: another month is a page of its own (not swapped under the
+    month's calendar), and there is no next day after today."""
+    browser = browsers("reporter")
+    path = f"{PAGES[kind]}/day"
+    soup = page(browser.get(path, query_string={"company": HOME, "date": "2026-10-01"}))
+    prev = soup.select_one("a[data-day-link=prev]")
+    assert "date=2026-09-30" in prev["href"] and not prev.get("hx-get")
+    assert soup.select_one("a[data-day-link=next]")["hx-get"]
+    today = periods.today_in(periods.zone("UTC")).isoformat()
+    soup = page(browser.get(path, query_string={"company": HOME, "date": today}))
+    assert soup.select_one("a[data-day-link=next]") is None
+    assert soup.select_one("a[data-day-link=prev]") is not None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("username", "linked"),
+    [("root", True), ("summary", False), ("reporter", False)],
+)
+def test_drill_down_records_link_where_the_reader_may_open_them(
+    world, browsers, kind, username, linked
+):
+    """A DDI links to its page, a phone user to the phone-user list filtered to it, only for
+    a reader who may open them (Billing may not); DDIs read "+44 2071234567"."""
+    key = "44:2071234567" if kind == "ddi" else "zed"
+    add_history((kind, HOME, key, at(2026, 10, 1), None), (kind, HOME, key, at(2026, 9, 1), None))
+    add_history((kind, HOME, key, at(2026, 10, 12, 9), at(2026, 10, 12, 10)))
+    soup = page(
+        browsers(username).get(
+            f"{PAGES[kind]}/day", query_string={"company": HOME, "date": "2026-10-12"}
+        )
+    )
+    cells = soup.select(f"table.day-changes tr[data-key='{key}'] td:nth-of-type(3)")
+    cells += soup.select(f"table.day-records tr[data-key='{key}'] td:nth-of-type(1)")
+    assert len(cells) == 4  # added and removed; active all day twice
+    shown = "+44 2071234567" if kind == "ddi" else "zed"
+    assert {cell.get_text(strip=True) for cell in cells} == {shown}
+    hrefs = {a["href"] for cell in cells for a in cell.find_all("a")}
+    if not linked:
+        assert hrefs == set()
+    elif kind == "ddi":
+        assert hrefs == {"/ddis/44/2071234567"}
+    else:
+        assert hrefs == {f"/users?company={HOME}&username=zed"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_drill_down_pages_its_two_lists(world, browsers, kind):
+    """250 records active all day and 130 changes: each list 100 a page, its own parameter
+    (`page` for the records active all day, `changes` for the changes), each pager keeping
+    the other's page; htmx's paging puts focus on the list paged."""
+    rows = [(kind, HOME, f"a{n:03d}", at(2026, 10, 1), None) for n in range(250)]
+    rows += [(kind, HOME, f"c{n:03d}", at(2026, 10, 12, 1, n % 60), None) for n in range(130)]
+    add_history(*rows)
+    browser = browsers("reporter")
+    path = f"{PAGES[kind]}/day"
+    base = {"company": HOME, "date": "2026-10-12"}
+    soup = page(browser.get(path, query_string=base))
+    assert figures_of(soup)["added"] == "130"
+    assert len(changes_of(soup)) == 100 and len(records_of(soup)) == 100
+    nxt = soup.select_one("a[data-pager=changes-next]")
+    assert "changes=2" in nxt["href"] and "page=" not in nxt["href"]
+    soup = page(browser.get(path, query_string={**base, "changes": "2", "page": "3"}))
+    assert len(changes_of(soup)) == 30 and len(records_of(soup)) == 50
+    assert next(iter(records_of(soup))) == "a200"
+    assert "page=3" in soup.select_one("a[data-pager=changes-first]")["href"]
+    assert "changes=2" in soup.select_one("a[data-pager=all-day-first]")["href"]
+    # Past the end: the last page.
+    soup = page(browser.get(path, query_string={**base, "changes": "9", "page": "9"}))
+    assert len(changes_of(soup)) == 30 and len(records_of(soup)) == 50
+    # Paged with htmx: focus on that list, its count line read out.
+    response = browser.get(
+        path,
+        query_string={**base, "page": "2"},
+        headers={"HX-Request": "true", "HX-Trigger": "all-day-next"},
+    )
+    soup = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+    assert soup.select_one("[data-focus]")["id"] == "day-all-day"
+    line = soup.select_one("[data-announce]").get_text(" ", strip=True)
+    assert line.startswith("DDIs 101" if kind == "ddi" else "Phone users 101")
+    assert "200 of 250" in line
+    page(browser.get(path, query_string={**base, "changes": "0"}), 400)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -706,6 +847,86 @@ def test_drill_down_peak_equals_the_report_for_every_day(world, app, seed, zone,
                 for r in detail.records:
                     assert detail.start <= r.start < r.end <= detail.end
     assert checked > 10
+
+
+def plain_day(rows, kind: str, company: str, start: datetime, end: datetime) -> dict:
+    """The day drill-down's figures counted plainly from every history row (naive UTC), as
+    docs/reports.md defines them: a change belongs to the day its instant falls in."""
+    mine = [
+        (key, s, e)
+        for k, c, key, s, e in rows
+        if (k, c) == (kind, company) and (e is None or e > s)
+    ]
+    added = [(s, 1, key) for key, s, e in mine if start <= s < end]
+    removed = [(e, 0, key) for key, s, e in mine if e is not None and start <= e < end]
+    return {
+        "at_start": sum(1 for _, s, e in mine if s < start and (e is None or e >= start)),
+        "added": len(added),
+        "removed": len(removed),
+        "at_end": sum(1 for _, s, e in mine if s < end and (e is None or e >= end)),
+        "all_day": sorted(key for key, s, e in mine if s < start and (e is None or e >= end)),
+        "changes": sorted(added + removed),
+    }
+
+
+@pytest.mark.parametrize(
+    ("seed", "zone", "year", "month"),
+    [
+        (7, "UTC", 2026, 10),
+        (8, "Europe/London", 2026, 10),  # clocks go back on the 25th
+        (9, "America/New_York", 2026, 3),  # and forward on the 8th
+        (10, "Australia/Lord_Howe", 2026, 4),  # a half-hour change
+    ],
+)
+def test_drill_down_summary_and_lists_equal_a_plain_count(world, app, seed, zone, year, month):
+    """Every day of a random history: the summary's counts, the changes in time order and the
+    records active all day equal a plain count, the peak equals the report's value, and the
+    counts agree with the peak (the level at the start and at the end are never above it)."""
+    app.config["REPORT_TIMEZONE"] = zone
+    tz = periods.zone(zone)
+    rng = random.Random(seed)
+    add_history(*random_history(rng, year, month))
+    h = HistoryInterval
+    rows = db.session.execute(select(h.kind, h.company, h.key, h.start_at, h.end_at)).all()
+    root = Principal.cli("test")
+    today = date(2026, 11, 22)
+    scope = reports.parse_scope({"month": month, "year": year})
+    busy = 0
+    for kind in KINDS:
+        values = reports.report(root, kind, scope, today=today)
+        for company, entry in values.items():
+            for iso, peak in entry["dates"].items():
+                day = date.fromisoformat(iso)
+                start = periods.local_midnight_utc(day, tz)
+                end = periods.local_midnight_utc(day + timedelta(days=1), tz)
+                plain = plain_day(rows, kind, company, start, end)
+                view = day_view.day_view(root, kind, company, iso, limit=3, today=today)
+                s = view.summary
+                assert view.day.peak == peak, (kind, company, iso)
+                got = (s.at_start, s.added, s.removed, s.at_end)
+                want = (plain["at_start"], plain["added"], plain["removed"], plain["at_end"])
+                assert got == want, (kind, company, iso)
+                assert s.at_end <= peak <= s.at_start + s.added
+                assert s.all_day <= peak
+                changes, records = [], []
+                for offset in range(0, max(s.added + s.removed, 1), 3):
+                    part = day_view.day_view(
+                        root, kind, company, iso, changes_offset=offset, limit=3, today=today
+                    )
+                    changes += part.changes
+                for offset in range(0, max(s.all_day, 1), 3):
+                    part = day_view.day_view(
+                        root, kind, company, iso, all_day_offset=offset, limit=3, today=today
+                    )
+                    records += part.all_day
+                local = [
+                    (c.at.astimezone(UTC).replace(tzinfo=None), c.added, c.key) for c in changes
+                ]
+                assert [(at_, int(a), k) for at_, a, k in local] == plain["changes"]
+                assert sorted(r.key for r in records) == plain["all_day"]
+                assert [r.since for r in records] == sorted(r.since for r in records)
+                busy += bool(s.added and s.removed)
+    assert busy > 5
 
 
 # --- user data is escaped and neutralised ----------------------------------------------------

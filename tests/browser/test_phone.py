@@ -164,17 +164,19 @@ def test_a_day_drill_down_fits_a_phone(ready, live_server, page: Page, sign_in):
     sign_in("root")
     today = datetime.now(UTC).date().isoformat()
     page.goto(f"{live_server}/reports/ddis/day?company=acme&date={today}")
-    expect(page.locator("table.day-records tbody tr")).to_have_count(2)
+    # Begun yesterday and still open: carried over, no change today, active all day.
+    expect(page.locator("[data-at-start]")).to_have_text("1")
+    expect(page.locator("table.day-records tbody tr")).to_have_count(1)
     no_sideways_scroll(page, "table.day-records")
     earlier = page.locator("table.day-records tbody tr[data-key='44:2071000002']")
-    expect(earlier.get_by_role("cell", name="From 00:00:00 (from the day before)")).to_be_visible()
-    expect(earlier.get_by_role("cell", name="Until end of day (continues)")).to_be_visible()
+    expect(earlier.get_by_role("cell", name="DDI +44 2071000002")).to_be_visible()
+    expect(earlier.get_by_role("cell", name="Until still active")).to_be_visible()
 
     # The same drill-down opened in the calendar's panel.
     page.goto(f"{live_server}/reports/ddis?company=acme")
     wait_for_htmx(page)
     page.locator(f"table.calendar td[data-date='{today}'] a.day").click()
-    expect(page.locator("#panel table.day-records tbody tr")).to_have_count(2)
+    expect(page.locator("#panel table.day-records tbody tr")).to_have_count(1)
     no_sideways_scroll(page, "#panel table.day-records")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 

@@ -52,6 +52,7 @@ def register(app: Flask) -> None:
         once,
         pickers,
         records,
+        report_day,
         reports,
         search,
         webhooks,
@@ -78,6 +79,9 @@ def register(app: Flask) -> None:
         webhooks,
         search,
     )
+    # The day drill-down's routes are on the reports blueprint: loaded above, before it is
+    # registered.
+    assert report_day.bp is reports.bp
     for module in modules:
         app.register_blueprint(module.bp)
     # The navigation shows only what the signed-in account may open.

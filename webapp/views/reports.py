@@ -1,5 +1,6 @@
-"""Calendar-style monthly count tables: /reports/ddis, /reports/users, their .csv variants and
-the day drill-down /reports/ddis/day, /reports/users/day (docs/reports.md, docs/pages.md).
+"""Calendar-style monthly count tables: /reports/ddis, /reports/users and their .csv variants
+(docs/reports.md, docs/pages.md); the day drill-down they open is views/report_day.py, on the
+same blueprint.
 
 Every figure comes from services.reports (the same call as /rest/call/read…Count); who may see
 what is decided there and in services.report_days. Views only parse query parameters strictly
@@ -31,7 +32,7 @@ from ..access import Principal
 from ..errors import Invalid
 from ..services.billing import month_changes, periods, report_days, report_query, reports
 from . import months, pickers, report_controls
-from .common import is_htmx, principal
+from .common import principal
 from .downloads import csv_download
 from .errors import error_page
 
@@ -45,7 +46,6 @@ NOUNS = {"ddi": "DDIs", "user": "phone users"}
 UNITS = {"ddi": "billable DDI-days", "user": "billable user-days"}
 CSV_UNITS = {"ddi": "billable_ddi_days", "user": "billable_user_days"}
 FILE_STEMS = {"ddi": "ddi-counts", "user": "user-counts"}
-DAY_CSV_KEYS = {"ddi": "ddi", "user": "username"}  # the first column of a day's CSV
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # The service words its messages for the JSON scope; a page speaks of its own fields.
 PAGE_MESSAGES = {
@@ -490,111 +490,3 @@ def ddis_csv():
 @login_required
 def users_csv():
     return _csv("user")
-
-
-# --- drill-down ------------------------------------------------------------------------------
-
-
-def _day(kind: str):
-    """One company's day, a page of its records at a time; a fragment for htmx (swapped into
-    the report page's panel), else a whole page. Parameters are checked by the service, after
-    the permission."""
-    company = request.args.get("company", "")
-    day = request.args.get("date", "")
-    me = principal()
-    me.require_report()  # Forbidden before any parameter error
-    number = _page_param()
-    detail = report_days.day_page(
-        me, kind, company, day, offset=(number - 1) * report_days.PAGE_SIZE
-    )
-    number = detail.offset // report_days.PAGE_SIZE + 1
-    pages = max(1, -(-detail.total // report_days.PAGE_SIZE))
-    endpoint = f"reports.{_plural(kind)}_day"
-    args: dict[str, Any] = {"company": detail.company, "date": detail.day.isoformat()}
-
-    def link(target: int) -> str | None:
-        if not 1 <= target <= pages or target == number:
-            return None
-        query: dict[str, Any] = {**args, "page": target} if target > 1 else args
-        return url_for(endpoint, **query)
-
-    context = {
-        "detail": detail,
-        "noun": NOUNS[kind],
-        "title": TITLES[kind],
-        "month_url": url_for(
-            f"reports.{_plural(kind)}",
-            company=detail.company,
-            year=detail.day.year,
-            month=detail.day.month,
-        ),
-        "csv_url": url_for(f"{endpoint}_csv", **args),
-        "closed": months.closed_day(kind, detail.company, detail.day),
-        "first_position": detail.offset + 1,
-        "last_position": detail.offset + len(detail.records),
-        "page_number": number,
-        "pages": pages,
-        "pager": [
-            ("first", link(1)),
-            ("prev", link(number - 1)),
-            ("next", link(number + 1)),
-            ("last", link(pages)),
-        ],
-    }
-    template = "reports/_day.html" if is_htmx() else "reports/day.html"
-    response = make_response(render_template(template, **context))
-    response.headers["Vary"] = "HX-Request"
-    return response
-
-
-def _day_csv(kind: str):
-    """Every record of the day the page shows (same parameters; the page number is ignored),
-    streamed."""
-    me = principal()
-    me.require_report()
-    detail, records = report_days.day_records(
-        me, kind, request.args.get("company", ""), request.args.get("date", "")
-    )
-
-    header = [DAY_CSV_KEYS[kind], "from", "until", "from_day_before", "continues", "at_peak"]
-    rows = (
-        [
-            r.key,
-            r.start.isoformat(),
-            r.end.isoformat(),
-            _yes(r.from_before),
-            _yes(r.continues),
-            _yes(r.at_peak),
-        ]
-        for r in records
-    )
-    name = f"{FILE_STEMS[kind]}-{detail.company}-{detail.day.isoformat()}.csv"
-    return csv_download(name, header, rows)
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-@bp.get("/ddis/day.csv")
-@login_required
-def ddis_day_csv():
-    return _day_csv("ddi")
-
-
-@bp.get("/users/day.csv")
-@login_required
-def users_day_csv():
-    return _day_csv("user")
-
-
-@bp.get("/ddis/day")
-@login_required
-def ddis_day():
-    return _day("ddi")
-
-
-@bp.get("/users/day")
-@login_required
-def users_day():
-    return _day("user")
