@@ -6,7 +6,7 @@ commands; Debian's /usr/bin/chromium through the playwright package, as the brow
 It serves the app as the page scenario does (gunicorn, bench/http.py), signs in through /login
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
-the largest company's page, a day's drill-down of it (in the calendar's panel at 1280 px, and
+the largest company's page, its calendar of last month at 1280 and 390 px, a day's drill-down of it (in the calendar's panel at 1280 px, and
 as a page at 390 px), the company picker's suggestions on the DDI list, the audit
 log filtered by a number as people write it, a DDI's page, the top bar's search at desktop
 and phone width (`search_shots`), the preview of an import (a
@@ -103,6 +103,19 @@ def search_shots(page, out: Path) -> None:
     page.set_viewport_size(desktop)
 
 
+def _calendar(page, base: str, out: Path) -> None:
+    """The largest company's calendar for last month: totals, the comparison with the month
+    before, then the weeks; the first screen at 1280 px and at 390 px."""
+    last = date.today().replace(day=1) - timedelta(days=1)
+    page.goto(f"{base}/reports/ddis?company=c00000&year={last.year}&month={last.month}")
+    page.screenshot(path=out / "company-calendar.png", full_page=True)
+    desktop = page.viewport_size
+    page.set_viewport_size(PHONE)
+    page.reload()
+    page.screenshot(path=out / "company-calendar-phone.png")
+    page.set_viewport_size(desktop)
+
+
 def _day_drill_down(page, base: str, out: Path) -> None:
     """The largest company's 12th of last month opened from its calendar (1280 px, the panel),
     then the same day as a page at 390 px: the first screen of each."""
@@ -147,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             page.goto(f"{app.base}/companies/c00000")
             page.screenshot(path=args.out / "company-page.png", full_page=True)
 
+            _calendar(page, app.base, args.out)
             _day_drill_down(page, app.base, args.out)
 
             page.goto(f"{app.base}/ddis")
