@@ -133,7 +133,7 @@ def test_edit_inline_shows_field_error_then_saves(live_server, factory, page, si
 
     row(page, "2071000002").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000002")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2071000002")
     expect(panel.get_by_label("Number")).to_have_value("2071000002")
     expect(panel.get_by_label("Number")).not_to_be_editable()
     extension = panel.get_by_label("Extension")
@@ -151,7 +151,7 @@ def test_edit_inline_shows_field_error_then_saves(live_server, factory, page, si
 
     panel.get_by_label("Extension").fill("345")
     panel.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000002.")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2071000002.")
     expect(row(page, "2071000002").get_by_role("cell").nth(3)).to_have_text("345")
     expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("100")
     expect(page.locator("#panel form")).to_have_count(0)
@@ -168,11 +168,11 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
 
     row(page, "2071000001").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000001")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2071000001")
     panel.get_by_label("Extension").fill("555")
     pick(page, panel.get_by_label("Company"), "glob", "globex")
     panel.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000001.")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2071000001.")
 
     mark_document(page)
     pick(page, page.locator("#filter-company"), "GLO", "globex")
@@ -187,12 +187,12 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
 
     # Link: the extension alone, in the company it is in, and the form says so.
     row(page, "2071000001").get_by_role("link", name="Link").click()
-    expect(panel.get_by_role("heading")).to_have_text("Link DDI 44:2071000001")
+    expect(panel.get_by_role("heading")).to_have_text("Link DDI +44 2071000001")
     expect(panel.locator("#link-intro")).to_contain_text("in its company, globex")
     expect(panel.get_by_label("Company")).to_have_count(0)
     panel.get_by_label("Extension").fill("777")
     panel.get_by_role("button", name="Link").click()
-    expect(page.get_by_role("status")).to_have_text("Linked DDI 44:2071000001 to extension 777.")
+    expect(page.get_by_role("status")).to_have_text("Linked DDI +44 2071000001 to extension 777.")
     expect(page).to_have_url(re.compile(r"company=globex"))
     expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("777")
 

@@ -37,7 +37,7 @@ def test_inline_form_error_then_save_move_focus(live_server, ddis, page, sign_in
     row = page.locator("#rows tbody tr").filter(has=page.get_by_role("cell", name="2071000002"))
     row.get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000002")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2071000002")
     expect(panel.get_by_label("Extension")).to_be_focused()
 
     panel.get_by_label("Extension").fill("12a")
@@ -49,7 +49,7 @@ def test_inline_form_error_then_save_move_focus(live_server, ddis, page, sign_in
     panel.get_by_label("Extension").fill("345")
     panel.get_by_role("button", name="Save").click()
     status = page.get_by_role("status")
-    expect(status).to_have_text("Saved DDI 44:2071000002.")
+    expect(status).to_have_text("Saved DDI +44 2071000002.")
     expect(status).to_be_focused()
 
 

@@ -78,7 +78,7 @@ def test_create_form_picks_a_company_with_the_mouse(live_server, factory, page, 
     page.get_by_role("option", name=re.compile("^acme")).click()
     expect(field).to_have_value("acme")
     panel.get_by_role("button", name="Create").click()
-    expect(page.get_by_role("status")).to_have_text("Created DDI 44:2079000000.")
+    expect(page.get_by_role("status")).to_have_text("Created DDI +44 2079000000.")
 
 
 def test_grants_remove_one_and_add_one_keeping_the_rest(live_server, factory, page, sign_in):
