@@ -106,8 +106,6 @@ def test_audit_filter_keeps_focus_while_typing(live_server, ddis, page, sign_in)
     target = page.get_by_label("Target")
     # A number as people write it names one DDI: its one entry (its creation).
     target.press_sequentially("+44 1612 000 001", delay=50)
-    expect(page.locator("#audit-rows tbody td[data-label=Target]")).to_have_text(
-        ["+44 1612000001"]
-    )
+    expect(page.locator("#audit-rows tbody td[data-label=Target]")).to_have_text(["+44 1612000001"])
     expect(target).to_be_focused()
     expect(page.locator("#announcer")).to_contain_text("1 entry")
