@@ -6,10 +6,11 @@ commands; Debian's /usr/bin/chromium through the playwright package, as the brow
 It serves the app as the page scenario does (gunicorn, bench/http.py), signs in through /login
 as the bench System-Admin (bench/pages.py makes and resets it: run that first, on a copy), and
 takes: the report for every company (totals row and the first companies by billable total),
-the largest company's page, its calendar of last month at 1280 and 390 px, a day's drill-down of it (in the calendar's panel at 1280 px, and
-as a page at 390 px), the company picker's suggestions on the DDI list, the audit
-log filtered by a number as people write it, a DDI's page, the top bar's search at desktop
-and phone width (`search_shots`), the preview of an import (a
+the largest company's page, its calendar of last month at 1280 and 390 px, a day's drill-down
+of it (in the calendar's panel at 1280 px, and as a page at 390 px), the company picker's
+suggestions on the DDI list, the audit log filtered by a number as people write it, a DDI's
+page, the top bar's search at desktop and phone width (`search_shots`), the preview of an
+import (a
 customer's numbers moved, a block ported in, extensions changed; previewed, never applied),
 and a closed month's report with the changes since its close: it closes the last ended month
 and backfills a late batch of history into it (`_late_batch`), so run it on a copy.

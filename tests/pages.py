@@ -49,6 +49,7 @@ PAGES: dict[str, str] = {
     "import DDIs":               "/ddis/import",
     "import preview":            "/ddis/import/{preview}",
     "phone users":               "/users",
+    "phone user page":           USER,
     "new phone user":            "/users/new",
     "edit phone user":           f"{USER}/edit",
     "delete phone user":         f"{USER}/delete",

@@ -45,7 +45,7 @@ def world(world, factory):
 
 def test_a_system_admin_sees_values_every_interval_and_the_audit(world):
     page = soup(world.browser("root").get(PAGE))
-    assert page.h1.get_text(" ", strip=True) == "DDI 44 2070000001"
+    assert page.h1.get_text(" ", strip=True) == "DDI +44 2070000001"
     assert page.select_one("#now-exten").get_text() == "555"
     assert company_of(page.select_one("#now-company")) == ACME
     assert interval_companies(page) == [ACME, INITECH, ACME, GLOBEX]  # newest first

@@ -73,7 +73,7 @@ def test_nothing_is_created_if_any_number_is_taken(world, factory):
     before = snapshot()
     with pytest.raises(Conflict) as taken:
         ddis.create_block(ROOT, values(), 10, same_extension=False)
-    assert "2 of these numbers are taken already (the first: 44:2070000103)" in taken.value.message
+    assert "2 of these numbers are taken already (the first: +44 2070000103)" in taken.value.message
     assert snapshot() == before
 
 
@@ -121,7 +121,7 @@ def test_the_form_creates_a_block(world):
     assert done.status_code == 302
     assert len(numbers()) == 250 and {e for _, e, _ in numbers()} == {"100"}
     page = client.get(done.headers["Location"]).get_data(as_text=True)
-    assert "Created 250 DDIs, 44:2070000100 to 44:2070000349." in html.unescape(page)
+    assert "Created 250 DDIs, +44 2070000100 to +44 2070000349." in html.unescape(page)
 
 
 def test_the_form_creates_one_number_by_default(world):
@@ -150,7 +150,7 @@ def test_the_form_names_a_taken_number(world, factory):
     factory.ddi("44", "2070000101", ACME, "1")
     answer = post_new(world.browser("root"), count="3")
     assert answer.status_code == 400
-    assert "44:2070000101 is taken" in answer.get_data(as_text=True)
+    assert "+44 2070000101 is taken" in answer.get_data(as_text=True)
     assert len(numbers()) == 1
 
 

@@ -46,18 +46,20 @@ def soup(response) -> BeautifulSoup:
     return BeautifulSoup(response.get_data(as_text=True), "html.parser")
 
 
+def number_of(tr) -> str:
+    """A DDI row's number part: its Number cell reads "+44 2071234567"."""
+    return tr.select_one("td[data-label='Number']").get_text(strip=True).split(" ")[-1]
+
+
 def numbers_shown(page: BeautifulSoup) -> list[str]:
-    return [
-        tr.select("td:not(.tick-cell)")[1].get_text(strip=True)
-        for tr in page.select("#rows tbody tr")
-    ]
+    return [number_of(tr) for tr in page.select("#rows tbody tr")]
 
 
 def marked(page: BeautifulSoup) -> list[str]:
     rows = page.select("#rows tbody tr.changed")
     for tr in rows:
         assert tr["aria-current"] == "true" and tr.select_one(".changed-note")
-    return [tr.select("td:not(.tick-cell)")[1].get_text(strip=True) for tr in rows]
+    return [number_of(tr) for tr in rows]
 
 
 def flashes(page: BeautifulSoup) -> list[str]:
@@ -76,7 +78,7 @@ def post(client, url: str, data: dict, htmx: bool = False):
 
 def edit_link(page: BeautifulSoup, number: str, action: str = "Edit") -> str:
     for tr in page.select("#rows tbody tr"):
-        if tr.select("td:not(.tick-cell)")[1].get_text(strip=True) == number:
+        if number_of(tr) == number:
             return tr.find("a", string=action)["href"]
     raise AssertionError(f"{number} is not on the page")
 
@@ -117,7 +119,7 @@ def test_after_an_edit_the_list_reopens_where_it_was_with_the_row_marked(world, 
     back = soup(client.get(url))
     assert numbers_shown(back) == shown
     assert marked(back) == [target]
-    assert f"Saved DDI 44:{target}." in flashes(back)
+    assert f"Saved DDI +44 {target}." in flashes(back)
     assert note(back) is None
     # Marked once: the next look at the list is plain.
     assert marked(soup(client.get(url))) == []
@@ -140,7 +142,7 @@ def test_link_and_delete_come_back_too(world):
     response = post(client, urlsplit(delete_url).path, {"back": url})
     assert response.headers["Location"] == url
     back = soup(client.get(url))
-    assert f"Deleted DDI 44:{gone}." in flashes(back) and gone not in numbers_shown(back)
+    assert f"Deleted DDI +44 {gone}." in flashes(back) and gone not in numbers_shown(back)
 
 
 def test_a_record_that_no_longer_matches_the_filters_is_announced(world):
@@ -154,8 +156,8 @@ def test_a_record_that_no_longer_matches_the_filters_is_announced(world):
     assert response.headers["Location"] == url
     back = soup(client.get(url))
     assert target not in numbers_shown(back) and marked(back) == []
-    assert f"Saved DDI 44:{target}." in flashes(back)
-    assert note(back) == f"DDI 44:{target} no longer matches these filters."
+    assert f"Saved DDI +44 {target}." in flashes(back)
+    assert note(back) == f"DDI +44 {target} no longer matches these filters."
 
 
 def test_a_record_moved_elsewhere_in_the_order_gets_a_link_to_it(world):
@@ -168,7 +170,7 @@ def test_a_record_moved_elsewhere_in_the_order_gets_a_link_to_it(world):
     back = soup(client.get(response.headers["Location"]))
     assert target not in numbers_shown(back)
     found = back.select_one(".changed-elsewhere")
-    assert note(back).startswith(f"DDI 44:{target} is elsewhere in this order.")
+    assert note(back).startswith(f"DDI +44 {target} is elsewhere in this order.")
     there = soup(client.get(found.find("a", string="Show it")["href"]))
     assert numbers_shown(there)[0] == target
 
@@ -289,7 +291,7 @@ def test_after_a_create_the_list_shows_the_new_record_first_and_marked(world):
     assert query == {"company": [ACME], "number": ["2070"], "after": ["44", "2070000059"]}
     page = soup(client.get(location))
     assert numbers_shown(page)[0] == "20700000595" and marked(page) == ["20700000595"]
-    assert "Created DDI 44:20700000595." in flashes(page)
+    assert "Created DDI +44 20700000595." in flashes(page)
 
 
 def test_a_create_that_the_filters_would_hide_clears_them(world):
@@ -300,7 +302,7 @@ def test_a_create_that_the_filters_would_hide_clears_them(world):
     assert parse_qs(urlsplit(location).query) == {"after": ["44", "3080000002"]}
     page = soup(client.get(location))
     assert numbers_shown(page) == ["3080000500"] and marked(page) == ["3080000500"]
-    assert flashes(page) == ["Created DDI 44:3080000500.", "The filters were cleared to show it."]
+    assert flashes(page) == ["Created DDI +44 3080000500.", "The filters were cleared to show it."]
 
 
 def test_the_first_record_of_the_list_opens_the_first_page(world):

@@ -25,6 +25,7 @@ from webapp.services.records import crud, kinds, listing, record_query
 
 from .databases import postgres_database
 from .factories import OPERATOR, World
+from .list_cells import table_rows
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 ROOT = OPERATOR
@@ -241,20 +242,6 @@ def csv_rows(response) -> list[list[str]]:
 
 def soup(response) -> BeautifulSoup:
     return BeautifulSoup(response.get_data(as_text=True), "html.parser")
-
-
-def cell_value(td) -> str:
-    """A list cell's value: a company cell's identifier ('Acme (acme)' -> 'acme'), else its
-    text."""
-    company = td.select_one(".company-id")
-    return company.get_text(strip=True).strip("()") if company else td.get_text(strip=True)
-
-
-def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
-    return [
-        tuple(cell_value(td) for td in tr.select("td:not(.tick-cell)")[:-1])
-        for tr in page.select("table tbody tr")
-    ]
 
 
 @pytest.fixture

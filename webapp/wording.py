@@ -29,3 +29,15 @@ def ddi_key_number(key: str) -> str:
     if not colon or not dialcode.isdigit() or not number.isdigit():
         return key
     return ddi_number(dialcode, number)
+
+
+def audit_target(target: str) -> str:
+    """An audit entry's target as pages show it: a DDI ("ddi 44:2071234567") written as pages
+    write a number, "+44 2071234567"; any other target ("user acme/ana.kim", "webhook 3") as
+    the log names it. The CSV keeps the log's words, which its target filter takes back."""
+    word, space, key = target.partition(" ")
+    if word == "ddi" and space:
+        shown = ddi_key_number(key)
+        if shown != key:
+            return shown
+    return target

@@ -41,7 +41,9 @@ def rows(page: Page):
 
 
 def row(page: Page, number: str):
-    return rows(page).filter(has=page.get_by_role("cell", name=number, exact=True))
+    """The row of the DDI whose number part is `number` (its Number cell: "+44 2071234567")."""
+    shown = re.compile(rf"^\+[0-9]+ {number}$")
+    return rows(page).filter(has=page.get_by_role("cell", name=shown))
 
 
 def showing(first: int, last: int, total: int) -> str:
@@ -133,7 +135,7 @@ def test_edit_inline_shows_field_error_then_saves(live_server, factory, page, si
 
     row(page, "2071000002").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000002")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2071000002")
     expect(panel.get_by_label("Number")).to_have_value("2071000002")
     expect(panel.get_by_label("Number")).not_to_be_editable()
     extension = panel.get_by_label("Extension")
@@ -146,14 +148,14 @@ def test_edit_inline_shows_field_error_then_saves(live_server, factory, page, si
     expect(error).to_have_text("must be 1 to 10 digits")
     expect(panel.get_by_label("Extension")).to_have_attribute("aria-invalid", "true")
     expect(panel.get_by_label("Extension")).to_have_value("12a")
-    # Cells: the tick, dialcode, number, extension, company, actions.
-    expect(row(page, "2071000002").get_by_role("cell").nth(3)).to_have_text("101")
+    # Cells: the tick, number, extension, company, actions.
+    expect(row(page, "2071000002").get_by_role("cell").nth(2)).to_have_text("101")
 
     panel.get_by_label("Extension").fill("345")
     panel.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000002.")
-    expect(row(page, "2071000002").get_by_role("cell").nth(3)).to_have_text("345")
-    expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("100")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2071000002.")
+    expect(row(page, "2071000002").get_by_role("cell").nth(2)).to_have_text("345")
+    expect(row(page, "2071000001").get_by_role("cell").nth(2)).to_have_text("100")
     expect(page.locator("#panel form")).to_have_count(0)
 
 
@@ -168,18 +170,18 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
 
     row(page, "2071000001").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2071000001")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2071000001")
     panel.get_by_label("Extension").fill("555")
     pick(page, panel.get_by_label("Company"), "glob", "globex")
     panel.get_by_role("button", name="Save").click()
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2071000001.")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2071000001.")
 
     mark_document(page)
     pick(page, page.locator("#filter-company"), "GLO", "globex")
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
     expect(row(page, "2071000001").get_by_role("cell")).to_have_text(
-        ["", "44", "2071000001", "555", "Globex Corporation (globex)", re.compile("Edit")]
+        ["", "+44 2071000001", "555", "Globex Corporation (globex)", re.compile("Edit")]
     )
     expect(row(page, "2071000002")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"company=globex"))
@@ -187,18 +189,18 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
 
     # Link: the extension alone, in the company it is in, and the form says so.
     row(page, "2071000001").get_by_role("link", name="Link").click()
-    expect(panel.get_by_role("heading")).to_have_text("Link DDI 44:2071000001")
+    expect(panel.get_by_role("heading")).to_have_text("Link DDI +44 2071000001")
     expect(panel.locator("#link-intro")).to_contain_text("in its company, globex")
     expect(panel.get_by_label("Company")).to_have_count(0)
     panel.get_by_label("Extension").fill("777")
     panel.get_by_role("button", name="Link").click()
-    expect(page.get_by_role("status")).to_have_text("Linked DDI 44:2071000001 to extension 777.")
+    expect(page.get_by_role("status")).to_have_text("Linked DDI +44 2071000001 to extension 777.")
     expect(page).to_have_url(re.compile(r"company=globex"))
-    expect(row(page, "2071000001").get_by_role("cell").nth(3)).to_have_text("777")
+    expect(row(page, "2071000001").get_by_role("cell").nth(2)).to_have_text("777")
 
     pick(page, page.locator("#filter-company"), "acme", "acme")
     expect(count(page)).to_contain_text(showing(1, 1, 1))
-    expect(rows(page).first.get_by_role("cell").nth(2)).to_have_text("2071000002")
+    expect(rows(page).first.get_by_role("cell").nth(1)).to_have_text("+44 2071000002")
 
 
 def test_page_through_120_ddis(live_server, factory, page, sign_in):
@@ -208,22 +210,22 @@ def test_page_through_120_ddis(live_server, factory, page, sign_in):
         factory.ddi("44", f"2070000{n:03d}", "acme", str(1000 + n))
     sign_in("root")
     pager = page.get_by_role("navigation", name="Pages")
-    first_number = rows(page).first.get_by_role("cell").nth(2)  # after the tick and dialcode
+    first_number = rows(page).first.get_by_role("cell").nth(1)  # after the tick
 
     expect(count(page)).to_contain_text(showing(1, 50, 120))
-    expect(first_number).to_have_text("2070000001")
+    expect(first_number).to_have_text("+44 2070000001")
     expect(rows(page)).to_have_count(50)
     expect(pager.get_by_role("link", name="Previous")).to_have_count(0)
     mark_document(page)
 
     pager.get_by_role("link", name="Next").click()
     expect(count(page)).to_contain_text(showing(51, 100, 120))
-    expect(first_number).to_have_text("2070000051")
+    expect(first_number).to_have_text("+44 2070000051")
     expect(page).to_have_url(re.compile(r"[?&]after=44&after=2070000050"))
 
     pager.get_by_role("link", name="Next").click()
     expect(count(page)).to_contain_text(showing(101, 120, 120))
-    expect(first_number).to_have_text("2070000101")
+    expect(first_number).to_have_text("+44 2070000101")
     expect(rows(page)).to_have_count(20)
     expect(pager.get_by_role("link", name="Next")).to_have_count(0)
     expect(pager.get_by_role("link", name="Last")).to_have_count(0)
@@ -233,13 +235,13 @@ def test_page_through_120_ddis(live_server, factory, page, sign_in):
     expect(count(page)).to_contain_text(showing(51, 100, 120))
     page.reload()
     expect(count(page)).to_contain_text(showing(51, 100, 120))
-    expect(first_number).to_have_text("2070000051")
+    expect(first_number).to_have_text("+44 2070000051")
 
     # Last is the last fifty rows, First the first fifty; the address says where you are.
     mark_document(page)
     pager.get_by_role("link", name="Last").click()
     expect(count(page)).to_contain_text(showing(71, 120, 120))
-    expect(first_number).to_have_text("2070000071")
+    expect(first_number).to_have_text("+44 2070000071")
     expect(page).to_have_url(re.compile(r"[?&]last=1"))
     pager.get_by_role("link", name="First").click()
     expect(count(page)).to_contain_text(showing(1, 50, 120))
@@ -262,7 +264,7 @@ def test_company_admin_sees_only_its_company(live_server, factory, page, sign_in
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
     # The company cell names the company with its identifier (docs/pages.md, links).
-    expect(page.locator("#rows tbody td:nth-child(4)")).to_have_text(["Acme (acme)"] * 2)
+    expect(page.locator("#rows tbody td:nth-child(3)")).to_have_text(["Acme (acme)"] * 2)
     expect(page.locator("#rows")).not_to_contain_text("globex")
     expect(page.locator("#rows")).not_to_contain_text("2072000001")
     expect(page.get_by_role("link", name="New DDI")).to_have_count(0)

@@ -89,7 +89,7 @@ def test_a_bad_row_is_shown_on_the_form(ready, page: Page, live_server, sign_in)
     choose(page, live_server, HEADER + "44,2070000001,101,acme\n44,2070000001,102,acme\n")
     page.get_by_role("button", name="Preview the import").click()
     expect(page.locator("#file-error")).to_have_text(
-        "line 3: DDI 44:2070000001 repeats line 2; nothing was imported."
+        "line 3: DDI +44 2070000001 repeats line 2; nothing was imported."
     )
     expect(page.get_by_label("CSV file")).to_be_focused()
 
@@ -142,8 +142,8 @@ def test_bulk_move_of_ticked_rows_then_all_matching(ready, page: Page, live_serv
     """The list's bulk form: tick two rows, move them; then all matching a filter, delete."""
     sign_in("boss")
     page.goto(f"{live_server}/ddis")
-    page.get_by_label("Tick 44:2070000001").check()
-    page.get_by_label("Tick 44:2070000002").check()
+    page.get_by_label("Tick +44 2070000001").check()
+    page.get_by_label("Tick +44 2070000002").check()
     page.get_by_label("Move them to").fill("globex")
     page.get_by_role("button", name="Continue…").click()
     expect(page.get_by_role("heading", name="Move 2 DDIs to globex?")).to_be_visible()

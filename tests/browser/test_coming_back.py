@@ -23,7 +23,9 @@ def rows(page: Page):
 
 
 def row(page: Page, number: str):
-    return rows(page).filter(has=page.get_by_role("cell", name=number, exact=True))
+    """The row of the DDI whose number part is `number` (its Number cell: "+44 2071234567")."""
+    shown = re.compile(rf"^\+[0-9]+ {number}$")
+    return rows(page).filter(has=page.get_by_role("cell", name=shown))
 
 
 def test_an_htmx_edit_on_page_two_comes_back_to_page_two(live_server, factory, page, sign_in):
@@ -50,21 +52,21 @@ def test_an_htmx_edit_on_page_two_comes_back_to_page_two(live_server, factory, p
 
     row(page, "2070000060").get_by_role("link", name="Edit").click()
     panel = page.locator("#panel")
-    expect(panel.get_by_role("heading")).to_have_text("Edit DDI 44:2070000060")
+    expect(panel.get_by_role("heading")).to_have_text("Edit DDI +44 2070000060")
     panel.get_by_label("Extension").fill("4242")
     panel.get_by_role("button", name="Save").click()
 
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2070000060.")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2070000060.")
     expect(page).to_have_url(page_two)
     expect(page.locator("#count")).to_contain_text("Showing 51\N{EN DASH}100 of 120")
     expect(page.locator("#filter-company")).to_have_value("acme")
-    # Cells: the tick, dialcode, number, extension, company, actions.
-    expect(rows(page).first.get_by_role("cell").nth(2)).to_have_text("2070000069")
+    # Cells: the tick, number, extension, company, actions.
+    expect(rows(page).first.get_by_role("cell").nth(1)).to_have_text("+44 2070000069")
     changed = page.locator("#rows tbody tr.changed")
     expect(changed).to_have_count(1)
     expect(changed).to_have_attribute("aria-current", "true")
-    expect(changed.get_by_role("cell").nth(2)).to_have_text("2070000060")
-    expect(changed.get_by_role("cell").nth(3)).to_have_text("4242")
+    expect(changed.get_by_role("cell").nth(1)).to_have_text("+44 2070000060")
+    expect(changed.get_by_role("cell").nth(2)).to_have_text("4242")
     expect(changed).to_contain_text("Just saved")
 
 
@@ -100,14 +102,14 @@ def test_an_htmx_edit_from_a_number_search_comes_back_to_it(live_server, searche
     panel.get_by_label("Extension").fill("4242")
     panel.get_by_role("button", name="Save").click()
 
-    expect(page.get_by_role("status")).to_have_text("Saved DDI 44:2070000004.")
+    expect(page.get_by_role("status")).to_have_text("Saved DDI +44 2070000004.")
     # The same list (its address without the empty fields the filter form sent).
     expect(page).to_have_url(f"{live_server}/ddis?q=44207000000")
     expect(page.get_by_label("Number")).to_have_value("44207000000")
     expect(page.locator("#count")).to_contain_text("of 10")
     changed = page.locator("#rows tbody tr.changed")
-    expect(changed.get_by_role("cell").nth(2)).to_have_text("2070000004")
-    expect(changed.get_by_role("cell").nth(3)).to_have_text("4242")
+    expect(changed.get_by_role("cell").nth(1)).to_have_text("+44 2070000004")
+    expect(changed.get_by_role("cell").nth(2)).to_have_text("4242")
     expect(page.locator(".changed-elsewhere")).to_have_count(0)
 
 
@@ -116,7 +118,7 @@ def test_a_bulk_moves_cancel_comes_back_to_the_filtered_list(live_server, search
     page.goto(listed)
     wait_for_htmx(page)
     expect(page.locator("#count")).to_contain_text("of 10")
-    page.get_by_label("Tick 44:2070000012").check()
+    page.get_by_label("Tick +44 2070000012").check()
     page.get_by_label("Move them to").fill("globex")
     page.get_by_role("button", name="Continue…").click()
     expect(page.get_by_role("heading", name="Move 1 DDI to globex?")).to_be_visible()
@@ -157,7 +159,7 @@ def test_tick_all_and_the_bulk_bar_on_tick(live_server, searched, page):
     assert tick_all.evaluate("box => box.indeterminate")
     tick_all.check()
     expect(page.locator("#rows input.tick:checked")).to_have_count(50)
-    page.get_by_label("Tick 44:2070000003").uncheck()
+    page.get_by_label("Tick +44 2070000003").uncheck()
     assert tick_all.evaluate("box => box.indeterminate")
     tick_all.click()  # mixed → all ticked, as a native mixed checkbox does
     expect(page.locator("#rows input.tick:checked")).to_have_count(50)
@@ -187,7 +189,7 @@ def test_without_javascript_a_tick_shows_the_bulk_bar(live_server, searched, bro
     bar = plain.locator("form#bulk")
     expect(bar).to_be_hidden()
     expect(plain.get_by_label("Tick all on this page")).to_be_hidden()
-    plain.get_by_label("Tick 44:2070000050").check()
+    plain.get_by_label("Tick +44 2070000050").check()
     expect(bar).to_be_visible()
     bar.get_by_label("Move them to").fill("globex")
     bar.get_by_role("button", name="Continue…").click()

@@ -241,7 +241,7 @@ def test_tick_all_is_in_sight_on_a_phone(ready, live_server, factory, page, sign
     expect(ticks).to_have_count(2)
     expect(page.locator("#rows tbody input.tick:checked")).to_have_count(2)
     expect(bar).to_be_visible()
-    page.get_by_label(re.compile(r"^Tick (44:2071000001|acme/alice)$")).uncheck()
+    page.get_by_label(re.compile(r"^Tick (\+44 2071000001|acme/alice)$")).uncheck()
     assert tick_all.evaluate("box => box.indeterminate")
     # The words above the rows are its label: clicking them ticks them all again.
     page.get_by_text("Tick all on this page", exact=True).click()
@@ -267,6 +267,13 @@ def test_the_number_searchs_example_is_whole(ready, live_server, page, sign_in, 
     )
     assert "4567" in search.get_attribute("placeholder")
     assert text <= room, f"the example is {text:.0f} px in a box of {room:.0f} px"
+    # A whole number as people type it fits too, and the page stays within the screen.
+    search.fill("+44 1000 0090 00")
+    wait_for_htmx(page)
+    inner, outer = search.evaluate("(box) => [box.scrollWidth, box.clientWidth]")
+    assert inner <= outer, f"the number typed is {inner} px in a box of {outer} px"
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= width, f"the page is {wide} px wide at {width} px"
 
 
 @pytest.mark.parametrize("script", [True, False])
@@ -289,10 +296,10 @@ def test_a_filtered_lists_bulk_bar_is_one_line_on_a_phone(
     everything = bar.get_by_label("all 2 matching the filters")
     expect(everything).to_be_hidden()
     # Ticking a row unfolds it.
-    phone.get_by_label("Tick 44:2071000003").check()
+    phone.get_by_label("Tick +44 2071000003").check()
     expect(everything).to_be_visible()
     expect(bar.get_by_role("button", name="Continue…")).to_be_visible()
-    phone.get_by_label("Tick 44:2071000003").uncheck()
+    phone.get_by_label("Tick +44 2071000003").uncheck()
     if not script:
         expect(everything).to_be_hidden()
     # Or opening it.

@@ -49,7 +49,7 @@ def test_type_into_the_ddi_filter_and_choose_with_the_keyboard(live_server, fact
     expect(options).to_have_count(0)
     expect(field).to_have_attribute("aria-expanded", "false")
     expect(page.locator("#rows tbody tr")).to_have_count(1)
-    expect(page.locator("#rows tbody td:not(.tick-cell)").nth(1)).to_have_text("2073000001")
+    expect(page.locator("#rows tbody td:not(.tick-cell)").nth(0)).to_have_text("+44 2073000001")
     expect(page).to_have_url(re.compile(r"company=glow"))
     assert page.evaluate("window.__sameDocument === true"), "choosing reloaded the page"
 
@@ -78,7 +78,7 @@ def test_create_form_picks_a_company_with_the_mouse(live_server, factory, page, 
     page.get_by_role("option", name=re.compile("^acme")).click()
     expect(field).to_have_value("acme")
     panel.get_by_role("button", name="Create").click()
-    expect(page.get_by_role("status")).to_have_text("Created DDI 44:2079000000.")
+    expect(page.get_by_role("status")).to_have_text("Created DDI +44 2079000000.")
 
 
 def test_grants_remove_one_and_add_one_keeping_the_rest(live_server, factory, page, sign_in):

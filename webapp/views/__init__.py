@@ -55,6 +55,7 @@ def register(app: Flask) -> None:
         report_day,
         reports,
         search,
+        user_page,
         webhooks,
     )
     from .common import principal
@@ -68,6 +69,7 @@ def register(app: Flask) -> None:
         records,
         bulk,
         ddi_page,
+        user_page,
         imports,
         reports,
         months,
@@ -96,6 +98,7 @@ def register(app: Flask) -> None:
     # One way of writing a DDI on every page: "+44 2071234567" (wording.ddi_number).
     app.jinja_env.globals["ddi_number"] = wording.ddi_number
     app.jinja_env.filters["ddi_key"] = wording.ddi_key_number
+    app.jinja_env.filters["audit_target"] = wording.audit_target
     # The audit log's actions as readers name them, and whether one creates or deletes.
     app.jinja_env.filters["action_name"] = actions.name
     app.jinja_env.filters["action_effect"] = actions.effect

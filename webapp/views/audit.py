@@ -67,24 +67,29 @@ class FilterForm(Form):
 
 DDI_TARGET = re.compile(r"^ddi ([0-9]+):([0-9]+)$")
 """A DDI as the log names it ('ddi 44:2071234567'): its dialcode and number."""
+USER_TARGET = re.compile(r"^user ([^/]+)/(.+)$")
+"""A phone user as the log names it ('user acme/ana.kim'): its company and username."""
+
+
+def _target_page(target: str) -> str:
+    """The page of an entry's target: a DDI's or a phone user's own page, else the log
+    filtered by the target ('' for none)."""
+    if ddi := DDI_TARGET.match(target):
+        return url_for("ddi_page.show", dialcode=ddi[1], number=ddi[2])
+    if user := USER_TARGET.match(target):
+        return url_for("user_page.user", company=user[1], username=user[2])
+    return url_for("audit.index", target=target) if target else ""
 
 
 def row_links(e: audit.Shown) -> dict[str, str] | None:
     """Where an entry's actor and target link to ({'actor': ..., 'target': ...}): the log
-    filtered by the actor, and a DDI's own page or else the log filtered by the target. None
+    filtered by the actor, and a DDI's or phone user's own page or else the log filtered by
+    the target. None
     for an entry with a side hidden from the reader (access.redact): it links nothing, so
     nothing about the other company is reached from it."""
     if e.seen.company_hidden or e.seen.other_hidden:
         return None
-    ddi = DDI_TARGET.match(e.target)
-    target = (
-        url_for("ddi_page.show", dialcode=ddi[1], number=ddi[2])
-        if ddi
-        else url_for("audit.index", target=e.target)
-        if e.target
-        else ""
-    )
-    return {"actor": url_for("audit.index", actor=e.actor), "target": target}
+    return {"actor": url_for("audit.index", actor=e.actor), "target": _target_page(e.target)}
 
 
 def _shown_action(form: FilterForm) -> None:

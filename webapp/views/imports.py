@@ -7,6 +7,8 @@ renders the plan.
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 from flask_wtf import FlaskForm
@@ -17,6 +19,7 @@ from ..errors import FileRejected, ServiceError
 from ..extensions import csrf
 from ..request_body import allow_body
 from ..services.imports import ddi_import, import_previews
+from ..wording import ddi_number
 from .common import principal
 from .forms import ConfirmForm
 
@@ -39,6 +42,16 @@ def _drain() -> None:
     left = min(request.content_length or DRAIN_AT_MOST, DRAIN_AT_MOST)
     while left > 0 and (chunk := raw.read(min(1 << 20, left))):
         left -= len(chunk)
+
+
+# A repeated DDI as the import names it ('DDI 44:2071234567 repeats line 2'): the API and the
+# command line keep that wording (docs/import.md), the page writes the number as pages do.
+REPEATED_DDI = re.compile(r"\bDDI ([0-9]+):([0-9]+) repeats line\b")
+
+
+def shown_problem(text: str) -> str:
+    """An import problem as the page shows it: a repeated DDI written "+44 2071234567"."""
+    return REPEATED_DDI.sub(lambda m: f"DDI {ddi_number(m[1], m[2])} repeats line", text)
 
 
 def _upload_page(form: UploadForm, status: int = 200, problems: list[str] | None = None):
@@ -83,10 +96,11 @@ def upload():
     except ServiceError as exc:
         if exc.status not in (400, 413):
             raise
-        form.file.errors = [exc.message]
+        form.file.errors = [shown_problem(exc.message)]
         # A rejected file's problems listed under the message, every one (up to the cap).
         several = isinstance(exc, FileRejected) and exc.total > 1
-        return _upload_page(form, exc.status, exc.problems if several else None)
+        problems = [shown_problem(problem) for problem in exc.problems] if several else None
+        return _upload_page(form, exc.status, problems)
     return _preview_page(preview)
 
 

@@ -31,6 +31,7 @@ from wtforms import RadioField, StringField
 # The type stubs predate SelectChoice (wtforms 3.3), which tuples of choices are deprecated for.
 from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
+from .. import wording
 from ..access import Principal
 from ..errors import Invalid, ServiceError
 from ..services import companies
@@ -39,7 +40,7 @@ from ..services.records import bulk, crud, ddis, kinds, landing, listing, record
 from . import pickers
 from .common import is_htmx, principal
 from .downloads import csv_download
-from .forms import apply_field_errors, form_error
+from .forms import FIELD_LABELS, apply_field_errors, form_error
 
 bp = Blueprint("records", __name__)
 PER_PAGE = 50
@@ -64,9 +65,33 @@ class Screen:
     def keys_of(self, row: dict[str, str]) -> dict[str, str]:
         return {k: row[k] for k in self.url_keys}
 
-    def label_of(self, row: dict[str, str]) -> str:
-        """How messages name a record: '44:2071234567', 'acme/ana.kim'."""
+    @property
+    def columns(self) -> tuple[tuple[str, str, str], ...]:
+        """The list's columns: (field shown, its heading, the field its header sorts by). A
+        DDI's dialcode and number are one column, "Number", written as pages write a number
+        ("+44 2071234567"), sorted by dialcode then number (`sort=dialcode`, the key order);
+        `sort=number` (the number alone) and the dialcode and number filters still work."""
+        fields = ("number", *self.kind.fields[2:]) if self.kind is kinds.DDI else self.kind.fields
+        labels = {"number": "Number"} if self.kind is kinds.DDI else {}
+        return tuple(
+            (
+                f,
+                labels.get(f, FIELD_LABELS[f]),
+                "dialcode" if self.kind is kinds.DDI and f == "number" else f,
+            )
+            for f in fields
+        )
+
+    def key_of(self, row: dict[str, str]) -> str:
+        """A record's key as forms post it back (the bulk form's ticks): '44:2071234567',
+        'acme/ana.kim'."""
         return self.kind.key_label(kinds.Row(row))
+
+    def label_of(self, row: dict[str, str]) -> str:
+        """How pages name a record: '+44 2071234567' (wording.ddi_number), 'acme/ana.kim'."""
+        if self.kind is kinds.DDI:
+            return wording.ddi_number(row["dialcode"], row["number"])
+        return self.key_of(row)
 
 
 DDI = Screen("ddi", "ddis", "DDIs", kinds.DDI, ("dialcode", "number"), search=True)
@@ -456,15 +481,27 @@ def _find(p: Principal, screen: Screen, keys: dict[str, str]) -> dict[str, str]:
     return record_query.get(p, screen.kind, keys)
 
 
-def _own_page(screen: Screen, record: dict[str, str]) -> str | None:
-    """The record's own page (a DDI's, /ddis/<dialcode>/<number>) when the form was opened
-    from it, its `back` being exactly that address: the save, Cancel and a delete come back
-    there rather than to the list. Anything else is not followed (see _parse_back)."""
-    if screen is not DDI:
-        return None
-    page = url_for("ddi_page.show", dialcode=record["dialcode"], number=record["number"])
+def _page_of(screen: Screen, record: dict[str, str]) -> str:
+    """The record's own page: a DDI's /ddis/<dialcode>/<number>, a phone user's
+    /users/<company>/<username>."""
+    if screen is DDI:
+        return url_for("ddi_page.show", dialcode=record["dialcode"], number=record["number"])
+    return url_for("user_page.user", company=record["company"], username=record["username"])
+
+
+def _own_page(
+    screen: Screen, record: dict[str, str], saved: dict[str, str] | None = None
+) -> str | None:
+    """The record's own page when the form was opened from it, its `back` being exactly that
+    address: the save, Cancel and a delete come back there rather than to the list. Anything
+    else is not followed (see _parse_back). `saved`: the record as saved, whose page it is
+    now (a phone user moved to another company has its page there); None after a phone
+    user's delete, whose page is gone: the list, then (a deleted DDI keeps its page)."""
+    page = _page_of(screen, record)
     raw = request.form.get("back") or request.args.get("back", "")
-    return page if raw == page else None
+    if raw != page:
+        return None
+    return _page_of(screen, saved) if saved is not None else page
 
 
 def _done(
@@ -564,7 +601,8 @@ def _change(screen: Screen, keys: dict[str, str], action: str):
         message = f"{verb} {screen.kind.label} {screen.label_of(record)}"
         if action == "link":
             message += f" to extension {values['virt_exten']}"
-        return _done(screen, message + ".", _back_state(screen), page=_own_page(screen, record))
+        saved = _own_page(screen, record, {**record, **values})
+        return _done(screen, message + ".", _back_state(screen), page=saved)
     else:
         return _render_form(screen, form, action, record, status=400)
     return _render_form(screen, form, action, record)
@@ -579,7 +617,9 @@ def _delete(screen: Screen, keys: dict[str, str]):
         crud.delete_rows(p, screen.kind, {**screen.keys_of(record), "company": record["company"]})
         message = f"Deleted {screen.kind.label} {screen.label_of(record)}."
         # From the DDI's own page, back to it: it says the number was deleted, with its history.
-        return _done(screen, message, _back_state(screen), page=_own_page(screen, record))
+        # A phone user's page goes with the user: back to the list.
+        own = _own_page(screen, record) if screen is DDI else None
+        return _done(screen, message, _back_state(screen), page=own)
     template = "records/_delete.html" if is_htmx() else "records/delete.html"
     status = 400 if request.method == "POST" else 200
     back = _own_page(screen, record) or _list_url(screen, _back_state(screen))

@@ -44,12 +44,11 @@ def ddi_url(me: Principal, key: str) -> str | None:
 
 
 def user_url(me: Principal, company: str, username: str) -> str | None:
-    """Where a phone user links to: the phone-user list filtered by its company and username,
-    for a reader who may list that company's phone users (a System-Admin, its Company-Admin).
-    The one place to change when phone users get pages of their own."""
+    """Where a phone user links to: its own page, for a reader who may open it (a
+    System-Admin, its company's Company-Admin; views/user_page.py)."""
     if not me.may_admin(company):
         return None
-    return url_for("records.users_list", company=company, username=username)
+    return url_for("user_page.user", company=company, username=username)
 
 
 def record_cells(

@@ -19,9 +19,8 @@ bp = Blueprint("search", __name__)
 
 
 def phone_user_url(company: str, username: str) -> str:
-    """Where a phone user found by the search opens: for now the phone-user list narrowed to
-    it (its company and username). The one place to change when phone users get a page."""
-    return url_for("records.users_list", company=company, username=username)
+    """Where a phone user found by the search opens: its own page."""
+    return url_for("user_page.user", company=company, username=username)
 
 
 def _only_url(kind: str, row: Any) -> str:

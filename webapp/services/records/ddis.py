@@ -14,6 +14,7 @@ from ...database import write_transaction
 from ...errors import Conflict, Invalid, NotFound
 from ...extensions import db
 from ...models import Ddi
+from ...wording import ddi_number
 from ..fields import Bounded, Part, parse_part
 from . import crud
 from .kinds import DDI
@@ -120,7 +121,9 @@ def _refuse_taken(dialcode: str, numbers: list[str]) -> None:
         many = (
             f"{len(taken):,} of these numbers are" if len(taken) > 1 else "One of these numbers is"
         )
+        # Only the pages create blocks: the number as they write it.
+        first = ddi_number(dialcode, taken[0])
         raise Conflict(
-            f"{many} taken already (the first: {dialcode}:{taken[0]}); nothing was created.",
-            {"number": f"{dialcode}:{taken[0]} is taken"},
+            f"{many} taken already (the first: {first}); nothing was created.",
+            {"number": f"{first} is taken"},
         )
