@@ -87,9 +87,9 @@ def test_one_company_opens_its_page(world):
     assert location(response) == (f"/companies/{GLOBEX}", {})
 
 
-def test_one_phone_user_opens_the_list_narrowed_to_it(world):
+def test_one_phone_user_opens_its_page(world):
     response = world.browser("cadmin").get("/search?q=Alice")
-    assert location(response) == ("/users", {"company": [ACME], "username": ["alice"]})
+    assert location(response) == (f"/users/{ACME}/alice", {})
 
 
 # --- what each role finds ---------------------------------------------------------------------

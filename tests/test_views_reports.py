@@ -671,7 +671,7 @@ def test_drill_down_records_link_where_the_reader_may_open_them(
     elif kind == "ddi":
         assert hrefs == {"/ddis/44/2071234567"}
     else:
-        assert hrefs == {f"/users?company={HOME}&username=zed"}
+        assert hrefs == {f"/users/{HOME}/zed"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
