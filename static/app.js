@@ -216,3 +216,29 @@
     }
   });
 })();
+
+/* A form carrying a one-time key (views/once.py: creating a token or a webhook, rotating a
+   secret) is sent once. The server already refuses a second POST of the key ("already done"),
+   but the browser shows the answer to the last POST, which then lacks the secret shown only
+   once: a double click on a slow machine sent both. Without JavaScript the key still stops
+   the repeat. */
+(function () {
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.querySelector('input[name="once"]')) {
+      return;
+    }
+    if (form.dataset.sent) {
+      event.preventDefault();
+      return;
+    }
+    form.dataset.sent = "1";
+  });
+  // Back to a page kept whole in the browser's cache: its forms may be sent again.
+  window.addEventListener("pageshow", function (event) {
+    if (!event.persisted) return;
+    document.querySelectorAll("form[data-sent]").forEach(function (form) {
+      delete form.dataset.sent;
+    });
+  });
+})();

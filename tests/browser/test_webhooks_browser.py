@@ -254,8 +254,9 @@ def test_a_reload_after_adding_re_posts_and_adds_no_second_webhook(
 def test_a_double_click_on_add_webhook_sends_it_once_and_shows_the_secret(
     ready, page: Page, live_server, sign_in
 ):
-    """Chromium sends a double-clicked form once (no script needed): the answer shown is the
-    one with the secret, not the "already done" a second POST would get."""
+    """A double-clicked form is sent once (static/app.js: a form with a one-time key is
+    submitted once; Chromium alone sent both on a slow machine): the answer shown is the one
+    with the secret, not the "already done" a second POST would get."""
     sign_in("boss")
     page.goto(f"{live_server}/admin/webhooks")
     page.get_by_label("URL").fill(URL)
