@@ -19,7 +19,7 @@ from ...access import Principal
 from ...extensions import db
 from ...models import HistoryInterval
 from . import periods
-from .report_days import DayPage, _checked, _first_peak, _local
+from .report_days import DayPage, _checked, _first_peak, _local, day_heading
 
 PAGE_SIZE = 100  # changes a page, and records active all day a page
 
@@ -139,20 +139,9 @@ def day_view(
         AllDayRecord(key, _local(s, tz), None if e is None else _local(e, tz))
         for key, s, e in whole
     )
-    day_of = DayPage(
-        kind=kind,
-        company=row.id,
-        company_name=row.name,
-        day=parsed,
-        start=_local(start, tz),
-        end=_local(end, tz),
-        peak=peak,
-        peak_at=None if peak_at is None else _local(peak_at, tz),
-        # Active during the day: not those whose end at midnight is its only change.
-        total=summary.all_day + sum(1 for _, _, e, _ in changing if e is None or e > start),
-        offset=0,
-        records=(),
-    )
+    # Active during the day: not those whose end at midnight is its only change.
+    total = summary.all_day + sum(1 for _, _, e, _ in changing if e is None or e > start)
+    day_of = day_heading(kind, row, parsed, (start, end), peak, peak_at, total, tz)
     return DayView(day_of, summary, changes, changes_offset, all_day, all_day_offset)
 
 

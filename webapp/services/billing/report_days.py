@@ -173,11 +173,33 @@ def _day(
     (naive UTC), the instant the peak was first reached and the zone."""
     row, parsed, tz = _checked(principal, kind, company, day, today)
     start, end, total, peak, peak_at = _day_peak(kind, row.id, parsed, tz)
-    day_of = DayPage(
+    return (
+        day_heading(kind, row, parsed, (start, end), peak, peak_at, total, tz),
+        start,
+        end,
+        peak_at,
+        tz,
+    )
+
+
+def day_heading(
+    kind: str,
+    row: Company,
+    day: date,
+    bounds: tuple[datetime, datetime],
+    peak: int,
+    peak_at: datetime | None,
+    total: int,
+    tz: ZoneInfo,
+) -> DayPage:
+    """The day without records: its company, its bounds (naive UTC in, local out), its peak
+    and when it was first reached, and how many records were active during it."""
+    start, end = bounds
+    return DayPage(
         kind=kind,
         company=row.id,
         company_name=row.name,
-        day=parsed,
+        day=day,
         start=_local(start, tz),
         end=_local(end, tz),
         peak=peak,
@@ -186,7 +208,6 @@ def _day(
         offset=0,
         records=(),
     )
-    return day_of, start, end, peak_at, tz
 
 
 def _ordered(kind: str, company: str, start: datetime, end: datetime) -> Select:
