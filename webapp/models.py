@@ -272,6 +272,8 @@ class HistoryInterval(Model):
         Index("ix_history_kind_end", "kind", "end_at"),
         # The day drill-down: one company's intervals touching a day, in start order.
         Index("ix_history_kind_company_start", "kind", "company", "start_at", "end_at"),
+        # ...and those of its records that end within the day (migration 0021).
+        Index("ix_history_kind_company_end", "kind", "company", "end_at", "start_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

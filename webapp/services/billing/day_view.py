@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
+from flask import current_app
 from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from ...access import Principal
 from ...extensions import db
-from ...models import HistoryInterval
-from . import periods
+from ...models import DailyPeak, HistoryInterval
+from . import periods, rollups
 from .report_days import DayPage, _checked, _first_peak, _local, day_heading
 
 PAGE_SIZE = 100  # changes a page, and records active all day a page
@@ -95,27 +97,26 @@ def day_view(
       less those removed within the day), by start (then end, then history row); their total
       is `summary.all_day`. Every record active during the day is in it or has a change.
 
-    Cost: three index ranges of the company's intervals (the records active all day are
-    counted, and only a page of them read); the intervals with a change that day are read
-    whole, for the peak and the changes' order.
+    Cost: the intervals with a change that day, read whole for the peak and the changes'
+    order (two index ranges: those starting within the day, those ending within it); the
+    level carried in, one row of the daily rollup (while it is built in REPORT_TIMEZONE; else
+    counted from the history); and one page of the records active all day.
     """
     row, parsed, tz = _checked(principal, kind, company, day, today)
     start = periods.local_midnight_utc(parsed, tz)
     end = periods.local_midnight_utc(parsed + timedelta(days=1), tz)
     h = HistoryInterval
     reaching = _reaching(kind, row.id, start, end)
-    all_day_total = int(
-        db.session.scalar(select(func.count()).where(reaching, _all_day(start, end))) or 0
-    )
-    changing = db.session.execute(
-        select(h.key, h.start_at, h.end_at, h.id).where(reaching, ~_all_day(start, end))
-    ).all()
+    changing = _changing(kind, row.id, start, end)
+    # Begun before the day, and active at its first instant or removed at it.
+    carried_in = _carried(kind, row.id, parsed, start)
+    all_day_total = carried_in - sum(1 for _, s, _, _ in changing if s < start)
     events = sorted(
         [(s, 1, key, n) for key, s, _, n in changing if s >= start]
         + [(e, 0, key, n) for key, _, e, n in changing if e is not None and e < end]
     )
     added = sum(step for _, step, _, _ in events)
-    carried = all_day_total + sum(1 for _, s, _, _ in changing if s < start)
+    carried = carried_in
     summary = DaySummary(carried, added, len(events) - added, all_day_total)
     # The level carried in is one step at midnight, with that instant's own changes.
     peak, peak_at = _first_peak(
@@ -147,6 +148,49 @@ def day_view(
 
 def _clamp(offset: int, total: int, limit: int) -> int:
     return offset if offset < total else max(0, (total - 1) // limit * limit)
+
+
+def _changing(kind: str, company: str, start: datetime, end: datetime) -> list[Any]:
+    """The company's intervals of `kind` that start or end within the day (an end at its
+    first instant included), zero-length ones left out, as (key, start, end, id) rows: those
+    starting within it (a range of ix_history_kind_company_start) and those begun before it
+    ending within it (a range of ix_history_kind_company_end)."""
+    h = HistoryInterval
+    columns = (h.key, h.start_at, h.end_at, h.id)
+    mine = (h.kind == kind, h.company == company)
+    starting = select(*columns).where(
+        *mine,
+        h.start_at >= start,
+        h.start_at < end,
+        or_(h.end_at.is_(None), h.end_at > h.start_at),
+    )
+    ending = select(*columns).where(*mine, h.end_at >= start, h.end_at < end, h.start_at < start)
+    return [*db.session.execute(starting), *db.session.execute(ending)]
+
+
+def _carried(kind: str, company: str, day: date, start: datetime) -> int:
+    """How many of the company's records of `kind` were active at the end of the day before
+    (an end at `start` counts: it is a removal at the day's first instant). The daily rollup's
+    level at the end of the company's latest row before the day, read from one row, when the
+    rollup is built in REPORT_TIMEZONE; else counted from the history."""
+    if rollups.built_zone(db.session(), kind) == current_app.config["REPORT_TIMEZONE"]:
+        level = db.session.scalar(
+            select(DailyPeak.level)
+            .where(DailyPeak.kind == kind, DailyPeak.company == company, DailyPeak.day < day)
+            .order_by(DailyPeak.day.desc())
+            .limit(1)
+        )
+        return int(level or 0)
+    h = HistoryInterval
+    began = (h.kind == kind, h.company == company, h.start_at < start)
+    return int(
+        db.session.scalar(
+            select(func.count()).where(
+                *began, or_(h.end_at.is_(None), and_(h.end_at >= start, h.end_at > h.start_at))
+            )
+        )
+        or 0
+    )
 
 
 def _reaching(kind: str, company: str, start: datetime, end: datetime) -> ColumnElement[bool]:
