@@ -201,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         t2 = time.perf_counter()
         print("building indexes…", file=sys.stderr)
         with engine.begin() as conn:
+            # Every DDI is a number of the inventory, in service (as migration 0022 makes them).
+            conn.execute(
+                text(
+                    "INSERT INTO numbers (dialcode, number, state, description) "
+                    "SELECT dialcode, number, 'in_service', '' FROM ddis ORDER BY dialcode, number"
+                )
+            )
             for ix in history_indexes:
                 ix.create(conn)
             conn.execute(text("ANALYZE"))  # fresh statistics, as a live database would have

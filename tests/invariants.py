@@ -8,7 +8,15 @@ from itertools import pairwise
 from sqlalchemy import select
 
 from webapp.extensions import db
-from webapp.models import DailyPeak, Ddi, HistoryInterval, PhoneUser, RollupDay, RollupMonth
+from webapp.models import (
+    DailyPeak,
+    Ddi,
+    HistoryInterval,
+    Number,
+    PhoneUser,
+    RollupDay,
+    RollupMonth,
+)
 from webapp.services.billing import periods, rollups
 
 
@@ -39,6 +47,7 @@ def assert_history_consistent() -> None:
         for d, n, c in db.session.execute(select(Ddi.dialcode, Ddi.number, Ddi.company))
     }
     assert open_ddis == stored_ddis
+    assert_inventory_consistent()
     open_users = {
         (iv.company, iv.key)
         for ivs in by_key.values()
@@ -50,6 +59,25 @@ def assert_history_consistent() -> None:
     }
     assert open_users == stored_users
     assert_rollup_exact()
+
+
+def assert_inventory_consistent() -> None:
+    """Every DDI is a number of the inventory in service, and every number in service is a
+    DDI (docs/numbers.md): the two tables name the same numbers, each once."""
+    in_service = {
+        tuple(r)
+        for r in db.session.execute(
+            select(Number.dialcode, Number.number).where(Number.state == "in_service")
+        )
+    }
+    ddis = {tuple(r) for r in db.session.execute(select(Ddi.dialcode, Ddi.number))}
+    assert in_service == ddis, (sorted(in_service - ddis)[:5], sorted(ddis - in_service)[:5])
+    held = db.session.execute(
+        select(Number.dialcode, Number.number).where(
+            Number.state != "in_service", Number.held_for.is_not(None), Number.state != "reserved"
+        )
+    ).all()
+    assert not held, f"only a reservation is held for a company: {held[:5]}"
 
 
 def _rollup_rows() -> dict[str, list[tuple]]:

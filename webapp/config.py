@@ -287,6 +287,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TRUSTED_PROXY_COUNT", "TRUSTED_PROXY_COUNT", "0", int_between(0, 5)),
     # `flask events prune` deletes change events (and webhook attempts) older than this.
     Setting("EVENTS_RETENTION_DAYS", "EVENTS_RETENTION_DAYS", "90", parse_retention),
+    # How long a number a customer gave back rests before anyone else may have it (its days,
+    # the day of release the first; 0: it is available at once). docs/numbers.md#aging.
+    Setting("NUMBER_AGING_DAYS", "NUMBER_AGING_DAYS", "0", int_between(0, 3650)),
     # Reads of the change events waiting at once per account; one more is a 429
     # (services/events/wait_slots.py, docs/events.md#limits).
     Setting("EVENTS_MAX_WAITING", "EVENTS_MAX_WAITING", "2", parse_max_waiting),

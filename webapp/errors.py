@@ -30,10 +30,12 @@ class ServiceError(Exception):
     code = ERROR_CODES[status]
     retry_after: int | None = None  # seconds, for the Retry-After header of a 429 or 503
 
-    def __init__(self, message: str, fields: dict[str, str] | None = None):
+    def __init__(self, message: str, fields: dict[str, str] | None = None, code: str | None = None):
         super().__init__(message)
         self.message = message
         self.fields = fields or {}
+        if code is not None:  # a finer code than the status's own (docs/api.md#errors)
+            self.code = code
 
 
 class Invalid(ServiceError):

@@ -202,6 +202,46 @@ class Ddi(Model):
     number_reversed: Mapped[str] = mapped_column(String(15))
 
 
+class Number(Model):
+    """A number in the provider's inventory, in exactly one state (docs/numbers.md).
+
+    Every number has one row here, whatever its state; the DDIs table holds the in-service
+    ones' company and extension (it is what §4 reads and writes). This row is what every
+    change of a number locks first, so two writers of one number (a create and an
+    allocation, a delete and a stock) take turns, and its unique key is what keeps a number
+    in the inventory once.
+
+    `state` is the state written by the number's last change; a `reserved` or `aging`
+    number whose `held_until` has passed is `available` (services/numbers/states.py reads it
+    so: no job runs). `held_for` is the company a reservation is for; `previous_company` the
+    company an aging number left (kept afterwards for the System-Admin's eyes).
+    """
+
+    __tablename__ = "numbers"
+    __table_args__ = (
+        UniqueConstraint("dialcode", "number", name="uq_numbers_dialcode_number"),
+        # The stock by state, dialcode and number start (find free numbers, allocation,
+        # /ddis?state=…): one range, read from the index alone when counting.
+        Index("ix_numbers_state", "state", "dialcode", "number", "held_until"),
+        # A company's reservations (its page, a Company-Admin's reads).
+        Index("ix_numbers_held_for", "held_for", "dialcode", "number"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dialcode: Mapped[str] = mapped_column(String(7))
+    number: Mapped[str] = mapped_column(String(15))
+    state: Mapped[str] = mapped_column(String(12))
+    held_for: Mapped[str | None] = mapped_column(ForeignKey("companies.id"))
+    previous_company: Mapped[str | None] = mapped_column(ForeignKey("companies.id"))
+    # The last day (a local day in REPORT_TIMEZONE) a reserved or aging number is held; it is
+    # available from the next one.
+    held_until: Mapped[date | None] = mapped_column(Date)
+    # When the number entered its state; NULL for numbers in service before the inventory
+    # existed (their history says since when).
+    since: Mapped[datetime | None] = mapped_column(DateTime)
+    description: Mapped[str] = mapped_column(String(200), default="")
+
+
 class PhoneUser(Model):
     """A company's telephony user, billed per day; not a sign-in account."""
 

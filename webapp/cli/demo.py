@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session
 from ..access import Principal
 from ..database import utcnow, write_transaction
 from ..errors import Invalid
-from ..models import Account, AuditEntry, Company, Ddi, HistoryInterval, PhoneUser
+from ..models import Account, AuditEntry, Company, Ddi, HistoryInterval, Number, PhoneUser
+from ..services import inventory
 from ..services.billing import periods, rollups
 from ..services.history import audit
 from ..services.identity import accounts
@@ -221,6 +222,8 @@ def _load_records(session: Session, principal: Principal) -> None:
             if life.intervals[-1][2] is None:
                 users.append({"company": company, "username": username, "virt_exten": str(200 + i)})
     session.execute(insert(Ddi), [kinds.stored_ddi(d) for d in ddis])
+    keys = [(d["dialcode"], d["number"]) for d in ddis]
+    session.execute(insert(Number), inventory.in_service_rows(keys))
     session.execute(insert(PhoneUser), users)
     session.execute(insert(HistoryInterval), history)
     # The history was written directly, not change by change: recompute the rollup.

@@ -36,6 +36,11 @@ class Lock:
 
     companies: Iterable[str] = ()
     history: bool = False
+    # What runs once the locks are held and before the clock: a create's own rows (its
+    # numbers taken into service, then its rows inserted), so a create that waited there for
+    # a racing delete of the same key is stamped after it, and every writer takes the
+    # company locks before any number's (no two writers wait for each other across them).
+    then: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,10 +73,10 @@ def write(
        clock, so a writer that waited for another one is stamped after it, and one company's
        changes reach the rollup in timestamp order (the rollup's arithmetic relies on it). The
        table lock makes every live writer wait (they all write the table), so it covers the
-       companies an import rebuilds too.
+       companies an import rebuilds too. Then `lock.then`, if given.
     2. Clock: the change's instant `now` (database.write_clock), read once.
-    3. The caller's `step(now)`: its own table rows (update, delete; a create inserts before
-       calling, so it is stamped after a racing delete of the same key that it waited for),
+    3. The caller's `step(now)`: its own table rows (update, delete; a create inserts in
+       `lock.then`, so it is stamped after a racing delete of the same key that it waited for),
        and any check that must see the locked history; it reports the Change. Raising here
        writes nothing (the transaction rolls back).
     4. Intervals: ends closed, then starts opened, at `now` (half-open: a move never counts
@@ -122,6 +127,8 @@ def write_chunks(
     if lock.history:
         intervals.lock_table(session)
     rollups.lock_companies(session, lock.companies)
+    if lock.then is not None:
+        lock.then()
     # 2. Clock
     now = write_clock(session)
     tally = Tally()

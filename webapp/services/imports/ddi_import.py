@@ -36,7 +36,7 @@ from ...errors import Conflict, Forbidden
 from ...extensions import db
 from ...models import Company, Ddi
 from ...observability.metrics import IMPORT_SECONDS, timed
-from .. import changes
+from .. import changes, inventory
 from ..fields import FORMATS, MAX_DDI_DIGITS
 from ..history import intervals
 from ..history.audit import AuditData
@@ -573,13 +573,16 @@ def _write(
                 starts.append((row.company, row.key))
             entries.append(kinds.DDI.change("update", before, after, detail))
         if new:
+            raced = (
+                "A DDI of the file was created by someone else meanwhile; nothing was "
+                "imported. Try again."
+            )
+            takes = [inventory.Taking((r["dialcode"], r["number"]), r["company"]) for r in new]
+            inventory.enter_service(session, takes, exists_message=raced)
             try:
                 insert_rows(session, Ddi.__table__, new)
             except IntegrityError as exc:
-                raise Conflict(
-                    "A DDI of the file was created by someone else meanwhile; nothing was "
-                    "imported. Try again."
-                ) from exc
+                raise Conflict(raced) from exc
         if moves:
             session.execute(_MOVE, moves)
         if extens:

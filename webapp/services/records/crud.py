@@ -8,6 +8,7 @@ reaches the history, the rollup and the audit log through the change path (chang
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import delete, select
@@ -18,7 +19,7 @@ from ...access import Principal
 from ...database import write_transaction
 from ...errors import Conflict, Invalid
 from ...models import Company, Record
-from .. import changes
+from .. import changes, inventory
 from ..fields import parse_part
 from ..history import intervals
 from ..history.audit import AuditData
@@ -97,17 +98,24 @@ def insert_rows(
         # One key order for every batch, so two overlapping batches lock keys in the same
         # order on PostgreSQL and one waits for the other instead of deadlocking.
         rows.sort(key=lambda r: [r[f] for f in kind.order])
-        try:
-            session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
-        except IntegrityError as exc:
-            raise Conflict(kind.conflict_message) from exc
-        # After the insert: if it waited for a racing delete of the same key, it is stamped
-        # after that delete's end, so the key's intervals cannot overlap.
+
+        def insert() -> None:
+            if kind.numbered:
+                takes = [inventory.Taking(kind.number_key(Row(r)), r["company"]) for r in rows]
+                inventory.enter_service(session, takes, exists_message=kind.conflict_message)
+            try:
+                session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
+            except IntegrityError as exc:
+                raise Conflict(kind.conflict_message) from exc
+
+        # The rows go in once the companies are locked (changes.Lock.then): if the insert
+        # waited for a racing delete of the same key, it is stamped after that delete's end,
+        # so the key's intervals cannot overlap.
         changes.write(
             session,
             principal,
             kind.name,
-            changes.Lock(companies=[r["company"] for r in rows]),
+            changes.Lock(companies=[r["company"] for r in rows], then=insert),
             lambda _now: _created(kind, rows),
         )
     return len(rows)
@@ -236,13 +244,17 @@ def delete_locked(
             principal,
             kind.name,
             changes.Lock(companies=[r.company for r in rows]),
-            lambda _now: _deleted(session, kind, rows, detail),
+            lambda now: _deleted(session, kind, rows, now, detail),
         )
     return len(rows)
 
 
 def _deleted(
-    session: Session, kind: Kind, rows: Sequence[Any], detail: str | None = None
+    session: Session,
+    kind: Kind,
+    rows: Sequence[Any],
+    now: datetime,
+    detail: str | None = None,
 ) -> changes.Change:
     for chunk in intervals.chunks([r.id for r in rows]):
         session.execute(
@@ -250,6 +262,9 @@ def _deleted(
             .where(kind.model.id.in_(chunk))
             .execution_options(synchronize_session=False)
         )
+    if kind.numbered:
+        leaving = [inventory.Leaving(kind.number_key(r), r.company) for r in rows]
+        inventory.leave_service(session, leaving, now)
     return changes.Change(
         ends=[kind.member(r) for r in rows],
         audit=[kind.change("delete", before=kind.as_dict(r), detail=detail) for r in rows],

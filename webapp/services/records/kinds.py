@@ -41,6 +41,13 @@ class Kind:
     # A new row's stored columns from its fields: the fields and what is derived from them
     # once at creation (a DDI's reversed number, for the number search).
     stored: Callable[[dict[str, str]], dict[str, str]] = dict
+    # Whether its records are numbers of the provider's inventory (services/inventory.py):
+    # creating one takes the number into service, deleting one gives it back.
+    numbered: bool = False
+
+    def number_key(self, row: Any) -> tuple[str, str]:
+        """A numbered record's inventory key, (dialcode, number)."""
+        return (row.dialcode, row.number)
 
     def as_dict(self, row: Any) -> dict[str, str]:
         return {f: getattr(row, f) for f in self.fields}
@@ -141,6 +148,7 @@ DDI = Kind(
     company_admin_creates=False,
     conflict_message="A DDI with this dialcode and number already exists.",
     stored=stored_ddi,
+    numbered=True,
 )
 
 PHONE_USER = Kind(

@@ -1,0 +1,223 @@
+"""The number inventory's rows and rules (docs/numbers.md): which state a number is in, and
+the two moves every DDI writer makes, into service and out of it.
+
+Every number has one row in `numbers` whatever its state (models.Number). A writer of DDIs
+locks the numbers it touches here first (`lock`), then writes the DDI rows, inside the change
+path's step (services/changes.py): so two writers of one number take turns on that row, in key
+order, and its unique key keeps the number in the inventory once, whichever door brought it.
+
+A state is what the dates say at the moment of the request: a reservation or an aging period
+ends after its `held_until` day (a local day in REPORT_TIMEZONE), and nothing needs to run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..database import insert_rows, one_of
+from ..errors import Conflict
+from ..models import Number
+from .billing import periods
+from .history import intervals
+
+IN_SERVICE, RESERVED, AVAILABLE, AGING = "in_service", "reserved", "available", "aging"
+STATES = (IN_SERVICE, RESERVED, AVAILABLE, AGING)
+HELD = (RESERVED, AGING)  # the states that end on their own, after `held_until`
+
+Key = tuple[str, str]  # (dialcode, number)
+
+
+def today() -> date:
+    """Today in REPORT_TIMEZONE: the day a reservation's or aging period's end is read
+    against."""
+    return periods.today_in(periods.zone(current_app.config["REPORT_TIMEZONE"]))
+
+
+def state_of(row: Any, on: date) -> str:
+    """The state `row` (a Number, or anything with its columns) is in on day `on`: its stored
+    state, except that a hold whose last day has passed is available."""
+    if row.state in HELD and row.held_until is not None and row.held_until < on:
+        return AVAILABLE
+    return str(row.state)
+
+
+def in_state(state: str, on: date) -> ColumnElement[bool]:
+    """The SQL condition `state_of(row, on) == state`."""
+    n = Number
+    expired = and_(n.state.in_(HELD), n.held_until < on)
+    if state == AVAILABLE:
+        return or_(n.state == AVAILABLE, expired)
+    if state in HELD:
+        return and_(n.state == state, or_(n.held_until.is_(None), n.held_until >= on))
+    return n.state == state
+
+
+@dataclass(frozen=True)
+class Taking:
+    """A number going into service for `company` (a create, a link, an import row)."""
+
+    key: Key
+    company: str
+
+
+def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
+    """The inventory rows of `keys` that exist, locked until commit (PostgreSQL), locked in
+    key order so two writers of overlapping numbers do not deadlock."""
+    found: dict[Key, Number] = {}
+    for dialcode, numbers in _by_dialcode(set(keys)):
+        for chunk in intervals.chunks(numbers):
+            query = (
+                select(Number)
+                .where(Number.dialcode == dialcode, one_of(session, Number.number, list(chunk)))
+                .order_by(Number.dialcode, Number.number)
+                .with_for_update()
+            )
+            for row in session.scalars(query):
+                found[(row.dialcode, row.number)] = row
+    return found
+
+
+def held_conflict(row: Number, company: str, on: date) -> Conflict | None:
+    """The 409 that keeps a number held for another company out of `company`'s service
+    (docs/numbers.md, "Known numbers"), or None when `company` may take it."""
+    state = state_of(row, on)
+    if state == RESERVED and row.held_for != company:
+        return Conflict(
+            f"The number {row.dialcode}:{row.number} is reserved for another company until "
+            f"{row.held_until}.",
+            {"number": f"reserved until {row.held_until}"},
+            code="number_reserved",
+        )
+    if state == AGING and row.previous_company != company:
+        return Conflict(
+            f"The number {row.dialcode}:{row.number} is aging after its release until "
+            f"{row.held_until}.",
+            {"number": f"aging until {row.held_until}"},
+            code="number_aging",
+        )
+    return None
+
+
+def enter_service(
+    session: Session,
+    taking: Sequence[Taking],
+    force: bool = False,
+    exists_message: str = "A DDI with this dialcode and number already exists.",
+) -> dict[Key, str | None]:
+    """Put the numbers of `taking` in service, in the caller's transaction, before it writes
+    their DDI rows; return each key's state before (None: a number new to the inventory).
+
+    Guarantees: a number already in service is a Conflict with `exists_message` (the §4
+    conflict); one held for another company is the 409 of `held_conflict` unless `force`; an
+    available one, one reserved for the same company and one aging after leaving it go in
+    service; an unknown one joins the inventory in service. A number a racing writer added
+    meanwhile is the same Conflict (its unique key). Nothing is written when one fails.
+
+    Lock order: the inventory rows first, then the DDI rows. A number found in service ends
+    the call before its DDI row is touched, and one not in service has no DDI row, so a
+    writer holding a DDI row (a delete, a move) is never waited for while holding these."""
+    on = today()
+    known = lock(session, (t.key for t in taking))
+    before: dict[Key, str | None] = {}
+    taken: list[int] = []
+    new: list[dict[str, Any]] = []
+    for t in taking:
+        row = known.get(t.key)
+        if row is None:
+            before[t.key] = None
+            new.append(_row(t.key, IN_SERVICE, None))
+            continue
+        state = state_of(row, on)
+        if state == IN_SERVICE:
+            raise Conflict(exists_message)
+        if not force and (problem := held_conflict(row, t.company, on)) is not None:
+            raise problem
+        before[t.key] = state
+        taken.append(row.id)
+    for chunk in intervals.chunks(taken):
+        # An in-service number's `since` is its history's: its open interval's start.
+        session.execute(
+            update(Number)
+            .where(Number.id.in_(chunk))
+            .values(state=IN_SERVICE, held_for=None, held_until=None, since=None)
+            .execution_options(synchronize_session=False)
+        )
+    if new:
+        try:
+            insert_rows(session, Number.__table__, new)
+        except IntegrityError as exc:
+            raise Conflict(exists_message) from exc
+    return before
+
+
+@dataclass(frozen=True)
+class Leaving:
+    """A number leaving service: its key and the company it leaves."""
+
+    key: Key
+    company: str
+
+
+def leave_service(session: Session, leaving: Sequence[Leaving], now: datetime) -> str:
+    """Take the numbers of `leaving` out of service, in the caller's transaction (their DDI
+    rows are deleted by the caller); return the state they are left in.
+
+    Guarantees: each is `aging` for NUMBER_AGING_DAYS local days, the day of release counting
+    as the first, with the company it left as `previous_company`; with 0 days it is
+    `available` at once (a provider that does not age numbers sees no difference)."""
+    days = int(current_app.config["NUMBER_AGING_DAYS"])
+    state = AGING if days else AVAILABLE
+    held_until = today() + timedelta(days=days - 1) if days else None
+    by_company: dict[str, list[Key]] = {}
+    for item in leaving:
+        by_company.setdefault(item.company, []).append(item.key)
+    for company, keys in by_company.items():
+        for dialcode, numbers in _by_dialcode(keys):
+            for chunk in intervals.chunks(numbers):
+                session.execute(
+                    update(Number)
+                    .where(Number.dialcode == dialcode, Number.number.in_(chunk))
+                    .values(
+                        state=state,
+                        held_for=None,
+                        held_until=held_until,
+                        previous_company=company,
+                        since=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+    return state
+
+
+def in_service_rows(keys: Iterable[Key]) -> list[dict[str, Any]]:
+    """The inventory rows of numbers put in service outside the change path, for a loader
+    that writes DDI rows directly (the demo seed): one per key, in service."""
+    return [_row(key, IN_SERVICE, None) for key in keys]
+
+
+def _by_dialcode(keys: Iterable[Key]) -> list[tuple[str, list[str]]]:
+    grouped: dict[str, list[str]] = {}
+    for dialcode, number in sorted(keys):
+        grouped.setdefault(dialcode, []).append(number)
+    return list(grouped.items())
+
+
+def _row(key: Key, state: str, now: datetime | None, description: str = "") -> dict[str, Any]:
+    return {
+        "dialcode": key[0],
+        "number": key[1],
+        "state": state,
+        "held_for": None,
+        "previous_company": None,
+        "held_until": None,
+        "since": now,
+        "description": description,
+    }
