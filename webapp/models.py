@@ -577,6 +577,9 @@ class Event(Model):
     username: Mapped[str | None] = mapped_column(String(64))
     before_exten: Mapped[str | None] = mapped_column(String(10))
     after_exten: Mapped[str | None] = mapped_column(String(10))
+    # A number's state before and after a `number.*` event (migration 0023); NULL otherwise.
+    before_state: Mapped[str | None] = mapped_column(String(12))
+    after_state: Mapped[str | None] = mapped_column(String(12))
 
 
 class Webhook(Model):

@@ -27,6 +27,7 @@ from ..errors import Conflict
 from ..models import Number
 from .billing import periods
 from .history import intervals
+from .history.audit import AuditData
 
 IN_SERVICE, RESERVED, AVAILABLE, AGING = "in_service", "reserved", "available", "aging"
 STATES = (IN_SERVICE, RESERVED, AVAILABLE, AGING)
@@ -195,6 +196,32 @@ def leave_service(session: Session, leaving: Sequence[Leaving], now: datetime) -
                     .execution_options(synchronize_session=False)
                 )
     return state
+
+
+def number_change(
+    action: str,
+    key: Key,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    detail: str | None = None,
+) -> AuditData:
+    """One number's move between states outside service (`action`: stock, reserve, release,
+    retire) as the change path records it: an audit entry `number.<action>` and its change
+    event. `before` and `after` (None for a stock and a retire) hold at least `state`, and
+    `company` for a reservation (the company it is for; None otherwise): the entry and the
+    event are that company's, so its Company-Admin sees its reservations and nothing about
+    stock or aging numbers. The target is the DDI's ('ddi 44:2071230000'), so the number's
+    page shows its whole life in one timeline."""
+    ident = {"dialcode": key[0], "number": key[1]}
+    company = (after or {}).get("company") or (before or {}).get("company")
+    return AuditData(
+        f"number.{action}",
+        f"ddi {key[0]}:{key[1]}",
+        company=company,
+        before=None if before is None else {**ident, **before},
+        after=None if after is None else {**ident, **after},
+        detail=detail,
+    )
 
 
 def in_service_rows(keys: Iterable[Key]) -> list[dict[str, Any]]:

@@ -187,6 +187,8 @@ COLUMNS = (
     Event.username,
     Event.before_exten,
     Event.after_exten,
+    Event.before_state,
+    Event.after_state,
 )
 
 
@@ -252,7 +254,14 @@ def shape(row: Row[Any], visible: CompanyScope = None) -> dict[str, Any]:
     values and identifier (null)."""
     kind, _, verb = row.type.partition(".")
 
-    def record(exten: str | None, owner: str | None) -> dict[str, Any]:
+    def record(exten: str | None, owner: str | None, state: str | None) -> dict[str, Any]:
+        if kind == "number":  # only a reservation names a company: the one it is for
+            return {
+                "dialcode": row.dialcode,
+                "number": row.number,
+                "state": state,
+                "company": row.company if state == "reserved" else None,
+            }
         if kind == "ddi":
             return {
                 "dialcode": row.dialcode,
@@ -266,10 +275,14 @@ def shape(row: Row[Any], visible: CompanyScope = None) -> dict[str, Any]:
         visible,
         row.company,
         row.other_company,
-        None if verb == "created" else record(row.before_exten, row.other_company or row.company),
-        None if verb == "deleted" else record(row.after_exten, row.company),
+        None
+        if verb in ("created", "stocked")
+        else record(row.before_exten, row.other_company or row.company, row.before_state),
+        None
+        if verb in ("deleted", "retired")
+        else record(row.after_exten, row.company, row.after_state),
     )
-    if kind == "ddi":
+    if kind in ("ddi", "number"):
         key = {"dialcode": row.dialcode, "number": row.number}
     else:
         key = {"company": seen.company, "username": row.username}

@@ -35,7 +35,16 @@ from ..history.audit import AuditData
 KINDS = ("ddi", "user")
 # The change path's actions (`kind.verb`) and the event type each records.
 VERBS = {"create": "created", "update": "updated", "link": "updated", "delete": "deleted"}
-TYPES = tuple(f"{kind}.{verb}" for kind in KINDS for verb in ("created", "updated", "deleted"))
+# A number's moves between the inventory's states outside service (docs/numbers.md).
+NUMBER_VERBS = {
+    "stock": "stocked",
+    "reserve": "reserved",
+    "release": "released",
+    "retire": "retired",
+}
+TYPES = tuple(
+    f"{kind}.{verb}" for kind in KINDS for verb in ("created", "updated", "deleted")
+) + tuple(f"number.{verb}" for verb in NUMBER_VERBS.values())
 
 _PENDING = "events.pending"  # session.info key: the open transaction's event row and count
 
@@ -53,11 +62,14 @@ def newest() -> int:
 
 
 def event_type(action: str) -> str | None:
-    """The event type an audit action records ('ddi.link' -> 'ddi.updated'), or None when the
-    action is not a change of a DDI or phone user (a history import)."""
+    """The event type an audit action records ('ddi.link' -> 'ddi.updated', 'number.reserve'
+    -> 'number.reserved'), or None when the action is not a change of a DDI, a phone user or
+    a number (a history import)."""
     kind, _, verb = action.partition(".")
     if kind in KINDS and verb in VERBS:
         return f"{kind}.{VERBS[verb]}"
+    if kind == "number" and verb in NUMBER_VERBS:
+        return f"number.{NUMBER_VERBS[verb]}"
     return None
 
 
@@ -102,6 +114,8 @@ def _row(change: AuditData) -> dict[str, Any] | None:
         "username": record.get("username"),
         "before_exten": before.get("virt_exten"),
         "after_exten": after.get("virt_exten"),
+        "before_state": before.get("state"),
+        "after_state": after.get("state"),
     }
 
 
