@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import Ddi, Number
+from webapp.models import AuditEntry, Ddi, Number
 from webapp.services import inventory
 
 from .factories import ACME, GLOBEX
@@ -165,3 +165,95 @@ def test_the_import_takes_available_numbers_and_stops_at_a_held_one(world, app):
     assert r.status_code == 200, r.json
     assert {n.state for n in db.session.scalars(select(Number))} == {"in_service"}
     assert_history_consistent()
+
+
+def test_a_system_admin_takes_a_held_number_with_force_and_a_reason_which_is_audited(world, app):
+    app.config["NUMBER_AGING_DAYS"] = 30
+    create(world, ddi())
+    delete(world)
+    body = {"type": "ddi", "values": ddi(GLOBEX), "force": True, "reason": "ported in by ticket 42"}
+    r = world.factory.api(world.root, "create", body)
+    assert r.status_code == 200, r.json
+    row = number_row()
+    assert row is not None and row.state == "in_service"
+    entry = db.session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "ddi.create").order_by(AuditEntry.id.desc())
+    ).first()
+    assert entry is not None and entry.detail == "force: ported in by ticket 42"
+    assert_history_consistent()
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"force": True}, "reason"),
+        ({"force": True, "reason": "   "}, "reason"),
+        ({"force": True, "reason": "x" * 501}, "reason"),
+        ({"reason": "because"}, "force"),
+        ({"force": "yes", "reason": "because"}, "force"),
+    ],
+)
+def test_force_and_reason_come_together_or_the_create_is_a_400(world, app, extra, field):
+    app.config["NUMBER_AGING_DAYS"] = 30
+    create(world, ddi())
+    delete(world)
+    r = world.factory.api(world.root, "create", {"type": "ddi", "values": ddi(GLOBEX), **extra})
+    assert r.status_code == 400, r.json
+    assert field in r.json["error"]["fields"]
+    assert number_row().state == "aging"  # type: ignore[union-attr]
+
+
+def test_force_is_for_ddis_only(world):
+    values = {"username": "ana", "virt_exten": "1", "company": ACME}
+    body = {"type": "user", "values": values, "force": True, "reason": "x"}
+    r = world.factory.api(world.root, "create", body)
+    assert r.status_code == 400 and r.json["error"]["fields"] == {"force": "not for this type"}
+
+
+def reserve_directly(app, company: str, number: str = KEY["number"], days: int = 5) -> None:
+    with app.app_context(), write_transaction() as session:
+        until = inventory.today() + timedelta(days=days)
+        session.add(
+            Number(
+                dialcode="44", number=number, state="reserved", held_for=company, held_until=until
+            )
+        )
+
+
+def link(world, caller: str, company: str = ACME, number: str = KEY["number"]):
+    body = {
+        "type": "ddi",
+        "scope": {"dialcode": "44", "number": number},
+        "values": {"virt_exten": "321", "company": company},
+    }
+    return world.factory.api(world.caller(caller), "link", body)
+
+
+def test_a_company_admin_links_a_number_reserved_for_its_company_into_service(world, app):
+    reserve_directly(app, ACME)
+    r = link(world, "cadmin")
+    assert r.status_code == 200 and r.json == {"result": "success", "numrows": 1}
+    assert [
+        tuple(d) for d in db.session.execute(select(Ddi.number, Ddi.virt_exten, Ddi.company))
+    ] == [(KEY["number"], "321", ACME)]
+    entry = db.session.scalars(select(AuditEntry).where(AuditEntry.action == "ddi.create")).one()
+    assert entry.detail == f"link of a number reserved for {ACME}"
+    feed = world.factory.client.post(
+        "/rest/events/read", json={}, headers=world.caller("cadmin").headers
+    )
+    assert [e["type"] for e in feed.json["values"]] == ["ddi.created"]
+    assert_history_consistent()
+
+
+def test_a_company_admin_cannot_link_stock_or_another_company_s_reservation(world, app):
+    reserve_directly(app, GLOBEX)
+    with app.app_context(), write_transaction() as session:
+        session.add(Number(dialcode="44", number="2071230001", state="available"))
+    for number in (KEY["number"], "2071230001", "2071230002"):
+        r = link(world, "cadmin", number=number)
+        assert r.status_code == 404, (number, r.json)
+        assert r.json["error"]["message"] == "No such DDI."
+    # Linking into a company the reservation is not for is refused the same way.
+    assert link(world, "cadmin_all", company=ACME).status_code == 404
+    assert db.session.scalars(select(Ddi)).all() == []
+    assert {n.state for n in db.session.scalars(select(Number))} == {"reserved", "available"}

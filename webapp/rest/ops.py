@@ -16,6 +16,7 @@ from ..access import Principal
 from ..errors import Invalid, Unauthorized
 from ..request_auth import api_principal
 from ..request_body import read_body
+from ..services import fields
 from ..services.billing import month_close, reports
 from ..services.fields import STRICT
 from ..services.records import crud, ddis, record_query
@@ -40,12 +41,32 @@ def _record_bodies(kind: Kind) -> dict[str, Any]:
     name, label, record = kind.schema, f"{kind.label}s", kind.create_part.model
     batch = Annotated[list[record], Field(min_length=1, max_length=crud.MAX_BATCH)]  # type: ignore[valid-type]
     rows = f"One record, or up to {crud.MAX_BATCH:,} created all or nothing."
+    override: dict[str, Any] = {}
+    if kind.numbered:  # docs/numbers.md, "Override"
+        override = {
+            "force": Annotated[
+                bool,
+                Field(description="Take numbers held for another company (System-Admin)."),
+            ]
+            | None,
+            "reason": Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    max_length=fields.REASON_MAX,
+                    pattern=fields.REASON_PATTERN,
+                    description="Why the held numbers are taken (with force; audited).",
+                ),
+            ]
+            | None,
+        }
     return {
         "create": _body(
             f"Create{name}Request",
             f"The body of createRecords for {label}.",
             kind.name,
             values=Annotated[record | batch, Field(description=rows)],
+            **override,
         ),
         "read": _body(
             f"Read{name}Request",
@@ -151,7 +172,8 @@ def _op(op: str, types: tuple[str, ...] = ("ddi", "user")) -> tuple[Principal, d
 @bp.post("/ops/create/", strict_slashes=False)
 def create():
     principal, body, kind = _op("create")
-    return _success(numrows=crud.create(principal, kind, body.get("values")))
+    values, force, reason = body.get("values"), body.get("force"), body.get("reason")
+    return _success(numrows=crud.create(principal, kind, values, force, reason))
 
 
 @bp.post("/ops/read/", strict_slashes=False)

@@ -21,6 +21,33 @@ from typing_extensions import TypeAliasType, TypedDict
 
 from ..errors import Invalid
 
+# A reason an operator gives for an exceptional act (a month reopened, a held number taken):
+# 1 to REASON_MAX characters, not only white space, no control character but tab and line
+# breaks (a NUL cannot be stored on PostgreSQL). REASON_PATTERN says the same as a JSON Schema
+# (ECMA) pattern, for the OpenAPI document.
+REASON_MAX = 500
+_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
+_CONTROL = re.compile(f"[{_CONTROLS}]")
+REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
+
+
+def parse_reason(value: Any, asked: str) -> str:
+    """`value` as a reason (REASON_MAX above), kept as given; Invalid on `reason` otherwise,
+    `asked` saying what the reason is for when it is missing ("say why the month is
+    reopened")."""
+    if value is not None and not isinstance(value, str):
+        raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
+    if not value or all(ch.isspace() or ch == "\ufeff" for ch in value):
+        raise Invalid(f"'reason' is required: {asked}.", {"reason": "required"})
+    if _CONTROL.search(value):
+        why = "must not contain control characters"
+        raise Invalid(f"'reason' {why}.", {"reason": why})
+    if len(value) > REASON_MAX:
+        why = f"must be at most {REASON_MAX} characters"
+        raise Invalid(f"'reason' {why}.", {"reason": why})
+    return value
+
+
 # fullmatch + explicit [0-9]: `\d` would admit other scripts' digits and `$` a trailing newline.
 FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "dialcode": (re.compile(r"[0-9]{1,7}"), "must be 1 to 7 digits"),

@@ -23,8 +23,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..database import insert_rows, one_of
-from ..errors import Conflict
+from ..errors import Conflict, Invalid, NotFound
 from ..models import Number
+from . import fields
 from .billing import periods
 from .history import intervals
 from .history.audit import AuditData
@@ -61,12 +62,35 @@ def in_state(state: str, on: date) -> ColumnElement[bool]:
     return n.state == state
 
 
+FORCE_ASKED = "say why a number held for another company is taken"
+
+
+def parse_override(force: Any, reason: Any) -> str | None:
+    """A System-Admin's override of a hold (docs/numbers.md, "Override"): `force` true with a
+    `reason` (fields.parse_reason) gives the reason; neither gives None; one without the other,
+    or a `force` that is not a boolean, is Invalid. Who may override is the caller's check."""
+    if force is None and reason is None:
+        return None
+    if force is not None and not isinstance(force, bool):
+        raise Invalid("'force' must be true or false.", {"force": "must be true or false"})
+    if not force:
+        if reason is None:
+            return None
+        raise Invalid(
+            "'reason' is given only with \"force\": true.", {"force": "required with reason"}
+        )
+    return fields.parse_reason(reason, FORCE_ASKED)
+
+
 @dataclass(frozen=True)
 class Taking:
     """A number going into service for `company` (a create, a link, an import row)."""
 
     key: Key
     company: str
+    # Only a number reserved for `company` may be taken (a Company-Admin's link): anything
+    # else is NotFound, as a DDI that does not exist.
+    reserved_only: bool = False
 
 
 def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
@@ -132,6 +156,10 @@ def enter_service(
     new: list[dict[str, Any]] = []
     for t in taking:
         row = known.get(t.key)
+        if t.reserved_only and (
+            row is None or state_of(row, on) != RESERVED or row.held_for != t.company
+        ):
+            raise NotFound("No such DDI.")
         if row is None:
             before[t.key] = None
             new.append(_row(t.key, IN_SERVICE, None))

@@ -27,17 +27,15 @@ from ...database import insert_rows, utcnow, write_transaction
 from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import ClosedFigures, MonthClose
+from .. import fields
 from ..fields import STRICT, validated
 from ..history import audit, intervals
 from . import closed_figures, periods, reports, rollups
 from .closed_figures import Close
 
 KINDS = ("ddi", "user")
-REASON_MAX = 500
-_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
-CONTROL = re.compile(f"[{_CONTROLS}]")
-# A reason as a JSON Schema (ECMA) pattern: no control character, something not white space.
-REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
+REASON_MAX = fields.REASON_MAX
+REASON_PATTERN = fields.REASON_PATTERN
 # How long a close waits for a history import or rollup rebuild to finish (PostgreSQL) before
 # answering 409 "try again" instead of hanging.
 LOCK_WAIT_SECONDS = 10
@@ -104,22 +102,9 @@ def parse_label(text: str) -> MonthRequest:
 
 
 def parse_reason(value: Any) -> str:
-    """A reopening's reason: text of 1 to 500 characters, not only white space, with no
-    control character but line breaks and tabs (a NUL cannot be stored on PostgreSQL); kept as
-    given. REASON_PATTERN says the same for the OpenAPI document."""
-    if value is not None and not isinstance(value, str):
-        raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
-    if not value or all(ch.isspace() or ch == "\ufeff" for ch in value):
-        raise Invalid(
-            "'reason' is required: say why the month is reopened.", {"reason": "required"}
-        )
-    if CONTROL.search(value):
-        why = "must not contain control characters"
-        raise Invalid(f"'reason' {why}.", {"reason": why})
-    if len(value) > REASON_MAX:
-        why = f"must be at most {REASON_MAX} characters"
-        raise Invalid(f"'reason' {why}.", {"reason": why})
-    return value
+    """A reopening's reason: fields.parse_reason's rule (1 to 500 characters, not only white
+    space, no control character but line breaks and tabs), kept as given."""
+    return fields.parse_reason(value, "say why the month is reopened")
 
 
 def _tz():

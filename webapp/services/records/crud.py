@@ -71,60 +71,99 @@ def _parse_rows(kind: Kind, values: Any) -> list[dict[str, str]]:
     return [parse_part(kind.create_part, values, "values")]
 
 
-def create(principal: Principal, kind: Kind, values: Any) -> int:
+def create(
+    principal: Principal, kind: Kind, values: Any, force: Any = None, reason: Any = None
+) -> int:
     """Create one row or a batch of up to 1,000, all or nothing; return how many were created.
 
     Guarantees: each row opens a history interval and writes an audit entry in the same
     transaction; a duplicate key (in the batch or already stored, even by a racing request)
-    raises Conflict and nothing is written.
+    raises Conflict and nothing is written. A DDI's number comes from the inventory
+    (inventory.enter_service): one held for another company is a 409 unless a System-Admin
+    gives `force` and a `reason`, which every created row's audit entry keeps.
     """
     require_create_delete(principal, kind, "create")
+    override = inventory.parse_override(force, reason)
+    if override is not None:
+        if not kind.numbered:
+            raise Invalid(
+                f"'force' applies to DDIs only, not to {kind.label}s.",
+                {"force": "not for this type"},
+            )
+        principal.require_system_admin("take a number held for another company")
     rows = _parse_rows(kind, values)
-    return insert_rows(principal, kind, rows, batch=isinstance(values, list))
+    return insert_rows(principal, kind, rows, batch=isinstance(values, list), reason=override)
 
 
 def insert_rows(
-    principal: Principal, kind: Kind, rows: list[dict[str, str]], batch: bool = True
+    principal: Principal,
+    kind: Kind,
+    rows: list[dict[str, str]],
+    batch: bool = True,
+    reason: str | None = None,
 ) -> int:
     """Create `rows` (already checked field by field) all or nothing; return how many.
 
     What `create` does after parsing, for callers that build their rows themselves (a block
     of numbers): the same grants checked, the same Conflict for a key taken, in the batch or
-    stored. `batch`: name a missing company by its row (values[i].company)."""
+    stored. `batch`: name a missing company by its row (values[i].company). `reason`: a
+    System-Admin's override of the holds on the numbers (create checked it)."""
     require_create_delete(principal, kind, "create")
     principal.require_admin_of(r["company"] for r in rows)
     with write_transaction() as session:
-        require_companies_exist(session, [r["company"] for r in rows], batch)
-        # One key order for every batch, so two overlapping batches lock keys in the same
-        # order on PostgreSQL and one waits for the other instead of deadlocking.
-        rows.sort(key=lambda r: [r[f] for f in kind.order])
-
-        def insert() -> None:
-            if kind.numbered:
-                takes = [inventory.Taking(kind.number_key(Row(r)), r["company"]) for r in rows]
-                inventory.enter_service(session, takes, exists_message=kind.conflict_message)
-            try:
-                session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
-            except IntegrityError as exc:
-                raise Conflict(kind.conflict_message) from exc
-
-        # The rows go in once the companies are locked (changes.Lock.then): if the insert
-        # waited for a racing delete of the same key, it is stamped after that delete's end,
-        # so the key's intervals cannot overlap.
-        changes.write(
-            session,
-            principal,
-            kind.name,
-            changes.Lock(companies=[r["company"] for r in rows], then=insert),
-            lambda _now: _created(kind, rows),
-        )
+        put_in_service(session, principal, kind, rows, batch, reason)
     return len(rows)
 
 
-def _created(kind: Kind, rows: list[dict[str, str]]) -> changes.Change:
+def put_in_service(
+    session: Session,
+    principal: Principal,
+    kind: Kind,
+    rows: list[dict[str, str]],
+    batch: bool = True,
+    reason: str | None = None,
+    detail: str | None = None,
+    reserved_only: bool = False,
+) -> None:
+    """insert_rows' write, in the caller's transaction and without its grant checks (the
+    caller made them): the companies must exist, the numbers come from the inventory (with
+    `reason`, overriding holds), the rows go in through the change path, each audited as a
+    create with `detail` (or the override's reason). `reserved_only`: take only numbers
+    reserved for their row's company (inventory.Taking)."""
+    require_companies_exist(session, [r["company"] for r in rows], batch)
+    # One key order for every batch, so two overlapping batches lock keys in the same
+    # order on PostgreSQL and one waits for the other instead of deadlocking.
+    rows.sort(key=lambda r: [r[f] for f in kind.order])
+
+    def insert() -> None:
+        if kind.numbered:
+            takes = [
+                inventory.Taking(kind.number_key(Row(r)), r["company"], reserved_only) for r in rows
+            ]
+            inventory.enter_service(
+                session, takes, force=reason is not None, exists_message=kind.conflict_message
+            )
+        try:
+            session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
+        except IntegrityError as exc:
+            raise Conflict(kind.conflict_message) from exc
+
+    # The rows go in once the companies are locked (changes.Lock.then): if the insert
+    # waited for a racing delete of the same key, it is stamped after that delete's end,
+    # so the key's intervals cannot overlap.
+    changes.write(
+        session,
+        principal,
+        kind.name,
+        changes.Lock(companies=[r["company"] for r in rows], then=insert),
+        lambda _now: _created(kind, rows, f"force: {reason}" if reason else detail),
+    )
+
+
+def _created(kind: Kind, rows: list[dict[str, str]], detail: str | None) -> changes.Change:
     return changes.Change(
         starts=[(r["company"], kind.history_key(Row(r))) for r in rows],
-        audit=[kind.change("create", after=r) for r in rows],
+        audit=[kind.change("create", after=r, detail=detail) for r in rows],
     )
 
 

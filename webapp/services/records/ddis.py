@@ -34,7 +34,10 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
 
     Guarantees: a DDI that does not exist and one of a company the principal does not
     administer are the same NotFound, so existence does not leak; a new company outside the
-    principal's grants is Forbidden; a company change moves the history interval.
+    principal's grants is Forbidden; a company change moves the history interval. A number
+    not in service but reserved for values.company goes in service there (docs/numbers.md:
+    how a Company-Admin takes the numbers reserved for it), audited as a create; any other
+    number not in service is the same NotFound.
     """
     principal.require_admin()
     scope = parse_part(LINK_SCOPE, scope, "scope")
@@ -47,7 +50,15 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
             .where(Ddi.dialcode == scope["dialcode"], Ddi.number == scope["number"])
             .with_for_update()
         ).one_or_none()
-        if row is None or not principal.may_admin(row.company):
+        if row is None:
+            # Only a number reserved for the company (else NotFound, from the inventory).
+            new = {**scope, **values}
+            detail = f"link of a number reserved for {values['company']}"
+            crud.put_in_service(
+                session, principal, DDI, [new], batch=False, detail=detail, reserved_only=True
+            )
+            return 1
+        if not principal.may_admin(row.company):
             raise NotFound("No such DDI.")
         crud.apply_changes(session, principal, DDI, [row], values, "link")
     return 1
