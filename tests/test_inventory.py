@@ -141,7 +141,7 @@ def test_number_aging_days_out_of_range_stops_the_start(days):
     assert setting.parse("0") == 0 and setting.parse("3650") == 3650
 
 
-def test_the_import_takes_available_numbers_and_stops_at_a_held_one(world, app):
+def test_the_import_takes_available_numbers_and_refuses_a_held_one_by_its_line(world, app):
     app.config["NUMBER_AGING_DAYS"] = 3
     create(world, ddi())
     delete(world)
@@ -151,8 +151,11 @@ def test_the_import_takes_available_numbers_and_stops_at_a_held_one(world, app):
         data=text,
         headers={**world.root.headers, "Content-Type": "text/csv"},
     )
-    assert r.status_code == 409, r.json
-    assert r.json["error"]["code"] == "number_aging"
+    assert r.status_code == 400, r.json
+    until = today(app) + timedelta(days=2)
+    assert r.json["error"]["fields"] == {
+        "line 2": f"number 44:2071230000 is aging until {until.isoformat()}"
+    }
     assert number_row(number="2071230001") is None
     app.config["NUMBER_AGING_DAYS"] = 0
     with app.app_context(), write_transaction() as session:

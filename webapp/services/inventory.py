@@ -110,6 +110,27 @@ def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
     return found
 
 
+def held_against(session: Session, taking: Sequence[Taking]) -> dict[Key, Conflict]:
+    """The numbers of `taking` held for another company than the one taking them (unlocked: a
+    check before a write, which enter_service repeats under its locks), each with its 409."""
+    on = today()
+    wanted = {t.key: t.company for t in taking}
+    found: dict[Key, Conflict] = {}
+    for dialcode, numbers in _by_dialcode(wanted):
+        for chunk in intervals.chunks(numbers):
+            query = select(Number).where(
+                Number.dialcode == dialcode,
+                one_of(session, Number.number, list(chunk)),
+                Number.state.in_(HELD),
+                Number.held_until >= on,
+            )
+            for row in session.scalars(query):
+                key = (row.dialcode, row.number)
+                if (problem := held_conflict(row, wanted[key], on)) is not None:
+                    found[key] = problem
+    return found
+
+
 def held_conflict(row: Number, company: str, on: date) -> Conflict | None:
     """The 409 that keeps a number held for another company out of `company`'s service
     (docs/numbers.md, "Known numbers"), or None when `company` may take it."""

@@ -347,6 +347,7 @@ class _Reader:
             if not self.again:
                 found += self._check_keys(items)
                 found += self._check_companies(items)
+                found += self._check_holds(items)
             self._add(found)
             if self.problems:
                 continue  # the file is refused: only its problems matter now
@@ -394,6 +395,18 @@ class _Reader:
                 found.append((item.line, _Repeat(code, f"{item.dialcode}:{item.number}")))
             self.seen.add(code)
         return found
+
+    def _check_holds(self, items: list[Row | Flawed]) -> list[tuple[int, str | _Repeat]]:
+        """Rows whose number is held for another company (docs/numbers.md): reserved for it,
+        or aging after leaving it."""
+        rows = [item for item in items if isinstance(item, Row)]
+        takes = [inventory.Taking((r.dialcode, r.number), r.company) for r in rows]
+        held = inventory.held_against(self.session, takes)
+        return [
+            (r.line, f"number {r.key} is {held[(r.dialcode, r.number)].fields['number']}")
+            for r in rows
+            if (r.dialcode, r.number) in held
+        ]
 
     def _check_companies(self, items: list[Row | Flawed]) -> list[tuple[int, str | _Repeat]]:
         named = {item.company for item in items if item.company is not None}
