@@ -8,10 +8,18 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from .blueprint import bp  # noqa: F401 (each call's route registers on it)
-from .ops import json_body, require_principal  # noqa: F401
+from ..services.numbers import allocate
+from .blueprint import bp
+from .ops import json_body, require_principal
 
 
 def success(numrows: int, **fields: Any) -> Response:
     """The answer of every /rest/numbers/ call."""
     return jsonify({"result": "success", "numrows": numrows, **fields})
+
+
+@bp.post("/numbers/allocate", strict_slashes=False)
+def allocate_numbers() -> Response:
+    principal = require_principal()
+    values = allocate.allocate(principal, json_body())
+    return success(len(values), values=values)

@@ -55,6 +55,8 @@ FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "virt_exten": (re.compile(r"[0-9]{1,10}"), "must be 1 to 10 digits"),
     "company": (re.compile(r"[a-z0-9._-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ -"),
     "username": (re.compile(r"[a-z0-9._@-]{1,64}"), "must be 1 to 64 of a-z 0-9 . _ - @"),
+    # The digits a number starts with (the number inventory's scopes; docs/numbers.md).
+    "prefix": (re.compile(r"[0-9]{1,15}"), "must be 1 to 15 digits"),
 }
 MAX_DIALCODE, MAX_NUMBER, MAX_DDI_DIGITS = 7, 15, 17
 # The most company identifiers one request may list (a report's or the event feed's
@@ -89,6 +91,7 @@ SCHEMAS = {
         "Phone user's name, 1 to 64 of a-z 0-9 . _ - @, unique within its company.",
         "ana.kim",
     ),
+    "prefix": ("NumberPrefix", "Digits the number starts with, 1 to 15.", "20712"),
 }
 # Each format as a named type: a strict string matching its pattern.
 TYPES: dict[str, Any] = {

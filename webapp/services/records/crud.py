@@ -7,7 +7,7 @@ reaches the history, the rollup and the audit log through the change path (chang
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -111,7 +111,9 @@ def insert_rows(
     require_create_delete(principal, kind, "create")
     principal.require_admin_of(r["company"] for r in rows)
     with write_transaction() as session:
-        put_in_service(session, principal, kind, rows, batch, reason)
+        require_companies_exist(session, [r["company"] for r in rows], batch)
+        companies = [r["company"] for r in rows]
+        put_in_service(session, principal, kind, companies, lambda: rows, reason=reason)
     return len(rows)
 
 
@@ -119,23 +121,27 @@ def put_in_service(
     session: Session,
     principal: Principal,
     kind: Kind,
-    rows: list[dict[str, str]],
-    batch: bool = True,
+    companies: list[str],
+    rows_of: Callable[[], list[dict[str, str]]],
     reason: str | None = None,
     detail: str | None = None,
     reserved_only: bool = False,
-) -> None:
-    """insert_rows' write, in the caller's transaction and without its grant checks (the
-    caller made them): the companies must exist, the numbers come from the inventory (with
-    `reason`, overriding holds), the rows go in through the change path, each audited as a
-    create with `detail` (or the override's reason). `reserved_only`: take only numbers
-    reserved for their row's company (inventory.Taking)."""
-    require_companies_exist(session, [r["company"] for r in rows], batch)
-    # One key order for every batch, so two overlapping batches lock keys in the same
-    # order on PostgreSQL and one waits for the other instead of deadlocking.
-    rows.sort(key=lambda r: [r[f] for f in kind.order])
+) -> list[dict[str, str]]:
+    """insert_rows' write, in the caller's transaction and without its checks (the caller
+    made them, and knows `companies` exist): return the rows written.
+
+    The change path's company locks (`companies`) come first; then `rows_of()` gives the rows
+    (an allocation picks its numbers there, under the locks), their numbers are taken from the
+    inventory (with `reason`, overriding holds; `reserved_only`: only numbers reserved for
+    their row's company, inventory.Taking) and the rows inserted; each is audited as a create
+    with `detail`, or `force: <reason>`."""
+    written: list[dict[str, str]] = []
 
     def insert() -> None:
+        rows = rows_of()
+        # One key order for every batch, so two overlapping batches lock keys in the same
+        # order on PostgreSQL and one waits for the other instead of deadlocking.
+        rows.sort(key=lambda r: [r[f] for f in kind.order])
         if kind.numbered:
             takes = [
                 inventory.Taking(kind.number_key(Row(r)), r["company"], reserved_only) for r in rows
@@ -147,6 +153,7 @@ def put_in_service(
             session.execute(kind.model.__table__.insert(), [kind.stored(r) for r in rows])
         except IntegrityError as exc:
             raise Conflict(kind.conflict_message) from exc
+        written.extend(rows)
 
     # The rows go in once the companies are locked (changes.Lock.then): if the insert
     # waited for a racing delete of the same key, it is stamped after that delete's end,
@@ -155,9 +162,10 @@ def put_in_service(
         session,
         principal,
         kind.name,
-        changes.Lock(companies=[r["company"] for r in rows], then=insert),
-        lambda _now: _created(kind, rows, f"force: {reason}" if reason else detail),
+        changes.Lock(companies=companies, then=insert),
+        lambda _now: _created(kind, written, f"force: {reason}" if reason else detail),
     )
+    return written
 
 
 def _created(kind: Kind, rows: list[dict[str, str]], detail: str | None) -> changes.Change:

@@ -55,7 +55,13 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
             new = {**scope, **values}
             detail = f"link of a number reserved for {values['company']}"
             crud.put_in_service(
-                session, principal, DDI, [new], batch=False, detail=detail, reserved_only=True
+                session,
+                principal,
+                DDI,
+                [values["company"]],
+                lambda: [new],
+                detail=detail,
+                reserved_only=True,
             )
             return 1
         if not principal.may_admin(row.company):
@@ -91,20 +97,21 @@ def create_block(principal: Principal, values: Any, count: Any, same_extension: 
     size = BLOCK_SIZE.parse(count, "count", "How many")
     if size is None:
         raise Invalid("'count' is required.", {"count": "required"})
-    numbers = _consecutive(first["number"], size, "number", "the block would run past")
+    numbers = consecutive(first["number"], size, "number", "the block would run past")
     if same_extension:
         extens = [first["virt_exten"]] * size
     else:
-        extens = _consecutive(first["virt_exten"], size, "virt_exten", "extensions would run past")
+        extens = consecutive(first["virt_exten"], size, "virt_exten", "extensions would run past")
     rows = [{**first, "number": n, "virt_exten": e} for n, e in zip(numbers, extens, strict=True)]
     _refuse_taken(first["dialcode"], numbers)
     crud.insert_rows(principal, DDI, rows, batch=False)
     return Block(rows[0], rows[-1], size)
 
 
-def _consecutive(start: str, count: int, field: str, why: str) -> list[str]:
+def consecutive(start: str, count: int, field: str, why: str) -> list[str]:
     """`count` numbers from `start` up, zero-padded to its width; Invalid past 10 digits for
-    an extension or past the width for a number (a block keeps its number's length)."""
+    an extension or past the width for a number (a block keeps its number's length). Blocks
+    and allocations (services/numbers) count their extensions so."""
     width = len(start)
     limit = width if field == "number" else 10
     last = str(int(start) + count - 1).zfill(width)

@@ -1,0 +1,239 @@
+"""POST /rest/numbers/allocate: numbers from the stock put in service for a company in one
+transaction (docs/numbers.md, "Allocate")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from pydantic import Field, TypeAdapter, with_config
+from sqlalchemy import ColumnElement, and_, func, or_, select
+from typing_extensions import TypedDict
+
+from ...access import Principal
+from ...database import upper_bound, write_transaction
+from ...errors import Conflict, Invalid
+from ...extensions import db
+from ...models import Number
+from ...wording import counted
+from .. import fields, inventory
+from ..fields import STRICT, TYPES, Bounded, validated
+from ..history import intervals
+from ..records import crud, ddis
+from ..records.kinds import DDI
+from . import answers
+
+if TYPE_CHECKING:
+    Dialcode = str
+    CompanyId = str
+    Extension = str
+    Prefix = str
+else:
+    Dialcode, CompanyId, Extension = TYPES["dialcode"], TYPES["company"], TYPES["virt_exten"]
+    Prefix = TYPES["prefix"]
+
+MAX_COUNT = 10_000
+COUNT = Bounded(1, MAX_COUNT, why=f"must be from 1 to {MAX_COUNT:,}")
+
+
+@with_config(STRICT)
+class AllocateScope(TypedDict):
+    """Which numbers: `count` of the dialcode's, starting with `prefix` if given."""
+
+    dialcode: Dialcode
+    prefix: NotRequired[Prefix | None]
+    count: Annotated[int, COUNT]
+
+
+@with_config(STRICT)
+class AllocateValues(TypedDict):
+    """Where they go in service: the company, and the first extension (counting up)."""
+
+    company: CompanyId
+    virt_exten: Extension
+
+
+@with_config(STRICT)
+class AllocateRequest(TypedDict):
+    """The body of allocateNumbers."""
+
+    scope: AllocateScope
+    values: AllocateValues
+    force: NotRequired[bool | None]
+    reason: NotRequired[
+        Annotated[
+            str,
+            Field(min_length=1, max_length=fields.REASON_MAX, pattern=fields.REASON_PATTERN),
+        ]
+        | None
+    ]
+
+
+REQUEST = TypeAdapter(AllocateRequest)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    dialcode: str
+    prefix: str
+    count: int
+    company: str
+    virt_exten: str
+    reason: str | None  # a System-Admin's override: numbers held for others may be taken
+
+
+def parse(body: Mapping[str, Any]) -> Allocation:
+    """The body checked (AllocateRequest): Invalid naming the first field at fault."""
+    values = validated(REQUEST, body, _invalid)
+    scope, where = values["scope"], values["values"]
+    return Allocation(
+        dialcode=scope["dialcode"],
+        prefix=scope.get("prefix") or "",
+        count=int(scope["count"]),
+        company=where["company"],
+        virt_exten=where["virt_exten"],
+        reason=inventory.parse_override(values.get("force"), values.get("reason")),
+    )
+
+
+def _invalid(where: tuple[str | int, ...], why: str) -> Invalid:
+    path = ".".join(str(k) for k in where)
+    if why == "unknown field":
+        return Invalid(f"Field '{path}' is not known here.", {path: why})
+    return Invalid(f"'{path}' {why}.", {path: why})
+
+
+def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
+    """Put `scope.count` numbers of `scope.dialcode` (starting with `scope.prefix`) in service
+    for `values.company`, with extensions counting up from `values.virt_exten`, all in one
+    transaction; return them as the API answers numbers, in number order.
+
+    Guarantees: System-Admin only. The numbers are those reserved for the company first, then
+    the available ones (a reservation or aging period past its last day included), each group
+    lowest first; with `force` and a `reason`, numbers held for other companies may be taken
+    after them. Too few is a 409 `not_enough_numbers` whose `fields.count` says how many there
+    are, and nothing changes. Each number goes in service through the change path (a history
+    interval, an audit entry `ddi.create` with detail `allocate` or `force: <reason>`, a
+    `ddi.created` event). Two allocations running at once never take the same number: on
+    PostgreSQL each skips the numbers another has locked (FOR UPDATE SKIP LOCKED), so they do
+    not queue behind each other either.
+    """
+    principal.require_system_admin("allocate numbers")
+    if not isinstance(body, Mapping):
+        raise Invalid("The body must be a JSON object.")
+    wanted = parse(body)
+    extens = ddis.consecutive(
+        wanted.virt_exten, wanted.count, "virt_exten", "extensions would run past"
+    )
+    with write_transaction() as session:
+        crud.require_companies_exist(session, [wanted.company])
+
+        def picked() -> list[dict[str, str]]:
+            # Extensions count up in number order, whichever tier each number came from.
+            keys = sorted(_pick(wanted))
+            return [
+                {"dialcode": d, "number": n, "virt_exten": e, "company": wanted.company}
+                for (d, n), e in zip(keys, extens, strict=True)
+            ]
+
+        rows = crud.put_in_service(
+            session,
+            principal,
+            DDI,
+            [wanted.company],
+            picked,
+            reason=wanted.reason,
+            detail="allocate",
+        )
+        numbers = _stored(_keys(rows))
+        on = inventory.today()
+        return [
+            answers.answer(
+                principal,
+                numbers[(r["dialcode"], r["number"])],
+                on,
+                company=r["company"],
+                virt_exten=r["virt_exten"],
+            )
+            for r in rows
+        ]
+
+
+def _stored(keys: list[inventory.Key]) -> dict[inventory.Key, Number]:
+    """The inventory rows of `keys` as they are now (the change path updated them in SQL)."""
+    found: dict[inventory.Key, Number] = {}
+    by_dialcode: dict[str, list[str]] = {}
+    for dialcode, number in keys:
+        by_dialcode.setdefault(dialcode, []).append(number)
+    for dialcode, numbers in by_dialcode.items():
+        for chunk in intervals.chunks(numbers):
+            query = (
+                select(Number)
+                .where(Number.dialcode == dialcode, Number.number.in_(chunk))
+                .execution_options(populate_existing=True)
+            )
+            found.update(((r.dialcode, r.number), r) for r in db.session.scalars(query))
+    return found
+
+
+def _keys(rows: list[dict[str, str]]) -> list[inventory.Key]:
+    return [(r["dialcode"], r["number"]) for r in rows]
+
+
+def _pick(wanted: Allocation) -> list[inventory.Key]:
+    """The numbers to take, locked: the company's reservations, then the stock (available
+    numbers and holds past their last day), then, overriding, the holds of others; lowest
+    first within each tier. Conflict if too few.
+
+    Each group is one index range read with a LIMIT and FOR UPDATE SKIP LOCKED; a tier of two
+    groups reads up to the count from each and keeps the lowest, so a few rows it does not
+    take stay locked until the commit (another allocation skips them meanwhile)."""
+    on = inventory.today()
+    n = Number
+    tiers = [
+        [and_(n.state == inventory.RESERVED, n.held_for == wanted.company, n.held_until >= on)],
+        [n.state == inventory.AVAILABLE, and_(n.state.in_(inventory.HELD), n.held_until < on)],
+    ]
+    if wanted.reason is not None:
+        others = or_(n.state == inventory.AGING, n.held_for != wanted.company)
+        tiers.append([and_(n.state.in_(inventory.HELD), n.held_until >= on, others)])
+    keys: list[inventory.Key] = []
+    for tier in tiers:
+        need = wanted.count - len(keys)
+        if not need:
+            break
+        found: list[inventory.Key] = []
+        for group in tier:
+            query = (
+                select(n.dialcode, n.number)
+                .where(*_matching(wanted), group)
+                .order_by(n.dialcode, n.number)
+                .limit(need)
+                .with_for_update(skip_locked=True)
+            )
+            found += [(d, num) for d, num in db.session.execute(query)]
+        keys += sorted(found)[:need]
+    if len(keys) < wanted.count:
+        there = _available(wanted, [group for tier in tiers for group in tier])
+        raise Conflict(
+            f"Only {counted(there, 'number')} can be allocated there; nothing was allocated.",
+            {"count": f"{there} available"},
+            code="not_enough_numbers",
+        )
+    return keys
+
+
+def _matching(wanted: Allocation) -> list[ColumnElement[bool]]:
+    n = Number
+    where = [n.dialcode == wanted.dialcode]
+    if wanted.prefix:
+        # A range (digits compare alike in every collation), so an index can seek it.
+        where += [n.number >= wanted.prefix, n.number < upper_bound(wanted.prefix)]
+    return where
+
+
+def _available(wanted: Allocation, groups: list[ColumnElement[bool]]) -> int:
+    """How many numbers the allocation could take, those other writers hold locked included."""
+    query = select(func.count()).where(*_matching(wanted), or_(*groups))
+    return int(db.session.scalar(query) or 0)
