@@ -44,19 +44,20 @@ HEADER = ("dialcode", "number", "virt_exten", "company")
 NEW_DIALCODE = "999"  # not a dialcode the generator uses: its numbers are all new
 
 
-def _copy(url: str) -> str:
-    """A scratch copy of the data set, so the import leaves the kept one as it was."""
+def _copy(url: str, purpose: str = "import") -> str:
+    """A scratch copy of the data set, so the import (or `purpose`) leaves the kept one as it
+    was."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         source = Path(parsed.database or "")
-        target = source.with_name(source.stem + "-import.db")
+        target = source.with_name(f"{source.stem}-{purpose}.db")
         with sqlite3.connect(source) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for suffix in ("", "-wal", "-shm"):
             Path(f"{target}{suffix}").unlink(missing_ok=True)
         shutil.copyfile(source, target)
         return f"sqlite:///{target}"
-    name = f"{parsed.database}_import"
+    name = f"{parsed.database}_{purpose}"
     server = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
     with server.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
@@ -153,20 +154,15 @@ def _measured(url: str, *args: str) -> tuple[float, float, str]:
         return seconds, int(peak.read_text()) / 1024, run.stdout
 
 
-def _plain_load(url: str, path: Path) -> float:
+def _plain_load(url: str, path: Path, columns: tuple[str, ...] = HEADER) -> float:
     """Seconds to read the file and insert every row into a bare table (no checks)."""
     engine = create_engine(url)
     started = time.perf_counter()
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "CREATE TABLE import_reference (dialcode VARCHAR(7), number VARCHAR(15), "
-                "virt_exten VARCHAR(10), company VARCHAR(64))"
-            )
-        )
-        insert = text(
-            "INSERT INTO import_reference VALUES (:dialcode, :number, :virt_exten, :company)"
-        )
+        kinds = ", ".join(f"{c} VARCHAR(200)" for c in columns)
+        conn.execute(text(f"CREATE TABLE import_reference ({kinds})"))
+        names = ", ".join(f":{c}" for c in columns)
+        insert = text(f"INSERT INTO import_reference VALUES ({names})")  # noqa: S608
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
             batch = []
