@@ -8,10 +8,19 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from .blueprint import bp  # noqa: F401 (each call's route registers on it)
-from .ops import json_body, require_principal  # noqa: F401
+from ..services.numbers import read
+from .blueprint import bp
+from .ops import json_body, require_principal
 
 
 def success(numrows: int, **fields: Any) -> Response:
     """The answer of every /rest/numbers/ call."""
     return jsonify({"result": "success", "numrows": numrows, **fields})
+
+
+@bp.post("/numbers/read")
+def read_numbers() -> Response:
+    principal = require_principal()
+    query = read.parse(json_body())
+    page = read.read(principal, query)
+    return success(len(page.values), values=page.values, next=page.next)
