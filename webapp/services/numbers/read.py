@@ -27,19 +27,21 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StringConstraints, TypeAdapter, with_config
 from pydantic_core import PydanticCustomError
 from sqlalchemy import (
+    Column,
     ColumnElement,
     Select,
     String,
     and_,
     cast,
-    func,
-    literal_column,
     null,
     or_,
     select,
     tuple_,
     union_all,
 )
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.expression import UnaryExpression
+from sqlalchemy.sql.visitors import replacement_traverse
 from typing_extensions import TypedDict
 
 from ...access import Principal
@@ -359,10 +361,9 @@ def _company_branches(
             branches.append(_ordered(statement, d.dialcode, d.number, size))
         if inventory.RESERVED in states:
             statement = select(*_columns(*NO_DDI)).where(
-                _rare(_company(n.held_for, group)),
-                n.state == inventory.RESERVED,
+                _company(n.held_for, group),
                 *_key_range(query, n.dialcode, n.number),
-                inventory.in_state(inventory.RESERVED, on),
+                _not_by_state(inventory.in_state(inventory.RESERVED, on)),
             )
             branches.append(_ordered(statement, n.dialcode, n.number, size))
     return branches
@@ -372,15 +373,22 @@ def _company(column: Any, group: list[str]) -> ColumnElement[bool]:
     return column == group[0] if len(group) == 1 else column.in_(group)
 
 
-def _rare(condition: ColumnElement[bool]) -> ColumnElement[bool]:
-    """A condition on held_for as SQLite's planner must see it: held_for is NULL in nearly
-    every number and ANALYZE counts the NULLs, so with statistics (and without: a guess) it
-    would rather read every reservation of every company from ix_numbers_state than the
-    company's own from ix_numbers_held_for. likelihood() tells it the match is rare (SQLite
-    only, as services/history/audit_query.py does; PostgreSQL's statistics leave NULLs out)."""
+def _not_by_state(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """`condition` with SQLite kept from reading it from the state's index: a company's
+    reservations are one range of ix_numbers_held_for, but held_for is NULL in nearly every
+    number and SQLite's statistics count the NULLs, so with one company holding reservations
+    (and, without statistics, by its guess) SQLite would rather read every company's
+    reservations from ix_numbers_state. `+state`, the same value, is no index's column
+    (SQLite's own way of saying so). PostgreSQL's statistics leave the NULLs out."""
     if on_postgresql():
         return condition
-    return func.likelihood(condition, literal_column("0.0001"))
+    state = Number.__table__.c.state
+    plus = UnaryExpression(state, operator=operators.custom_op("+"), type_=String())
+
+    def plus_state(element: Any, **_kw: Any) -> Any:
+        return plus if isinstance(element, Column) and element.key == "state" else None
+
+    return replacement_traverse(condition, {}, plus_state)
 
 
 def _statement(branches: list[Select[Any]], size: int) -> Select[Any]:
