@@ -11,7 +11,9 @@ Each page is read from ordered index ranges, each stopped at the page's size, ne
 skipping rows: every number in key order (uq_numbers_dialcode_number) when every state is
 asked for; otherwise one range of ix_numbers_state per stored state the asked states can be
 in; for a company, one range of its DDIs (ix_ddis_company_dialcode_number) and one of its
-reservations (ix_numbers_held_for). A dialcode and a prefix narrow each range.
+reservations (ix_numbers_held_for). A dialcode and a prefix narrow each range; a prefix
+without a dialcode is checked on the numbers the range reads, and a Company-Admin of more than
+MAX_RANGED_COMPANIES companies has one statement over all of them, not a range each.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ MAX_LIMIT = 1000
 LIMIT = Bounded(1, MAX_LIMIT, DEFAULT_LIMIT, why=f"must be from 1 to {MAX_LIMIT}")
 # A Company-Admin's numbers are two ranges per company it administers; past this many
 # companies the statement would outgrow what SQLite takes in one compound SELECT (500
-# members), so their numbers are read in key order instead, filtered by company.
+# members), so their numbers are read by one statement over all of them instead.
 MAX_RANGED_COMPANIES = 64
 MAX_CURSOR = 100  # characters: the cursor of the longest dialcode and number is about 60
 NOT_A_CURSOR = "must be the `next` of a previous answer"
@@ -340,8 +342,8 @@ def _company_branches(
     query: Query, states: frozenset[str], companies: frozenset[str], on: date
 ) -> list[Select[Any]]:
     """The numbers in service for or reserved for `companies`: for each company (or, past
-    MAX_RANGED_COMPANIES, for all of them at once, in key order) one range of its DDIs and
-    one of its running reservations."""
+    MAX_RANGED_COMPANIES, for all of them at once) one range of its DDIs and one of its
+    running reservations."""
     if not companies or not states:
         return []
     n, d = Number, Ddi
