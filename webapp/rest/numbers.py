@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from ..services.numbers import allocate
+from ..services.numbers import allocate, read
 from .blueprint import bp
 from .ops import json_body, require_principal
 
@@ -23,3 +23,11 @@ def allocate_numbers() -> Response:
     principal = require_principal()
     values = allocate.allocate(principal, json_body())
     return success(len(values), values=values)
+
+
+@bp.post("/numbers/read", strict_slashes=False)
+def read_numbers() -> Response:
+    principal = require_principal()
+    query = read.parse(json_body())
+    page = read.read(principal, query)
+    return success(len(page.values), values=page.values, next=page.next)
