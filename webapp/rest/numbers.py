@@ -8,10 +8,27 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from .blueprint import bp  # noqa: F401 (each call's route registers on it)
-from .ops import json_body, require_principal  # noqa: F401
+from ..services.numbers import reserving, retiring
+from .blueprint import bp
+from .ops import json_body, require_principal
 
 
 def success(numrows: int, **fields: Any) -> Response:
     """The answer of every /rest/numbers/ call."""
     return jsonify({"result": "success", "numrows": numrows, **fields})
+
+
+@bp.post("/numbers/reserve")
+def reserve_numbers() -> Response:
+    values = reserving.reserve(require_principal(), json_body())
+    return success(len(values), values=values)
+
+
+@bp.post("/numbers/release")
+def release_numbers() -> Response:
+    return success(reserving.release(require_principal(), json_body()))
+
+
+@bp.post("/numbers/retire")
+def retire_numbers() -> Response:
+    return success(retiring.retire(require_principal(), json_body()))
