@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from ..services.numbers import allocate, read
+from ..services.numbers import allocate, read, reserving, retiring
 from .blueprint import bp
 from .ops import json_body, require_principal
 
@@ -31,3 +31,19 @@ def read_numbers() -> Response:
     query = read.parse(json_body())
     page = read.read(principal, query)
     return success(len(page.values), values=page.values, next=page.next)
+
+
+@bp.post("/numbers/reserve", strict_slashes=False)
+def reserve_numbers() -> Response:
+    values = reserving.reserve(require_principal(), json_body())
+    return success(len(values), values=values)
+
+
+@bp.post("/numbers/release", strict_slashes=False)
+def release_numbers() -> Response:
+    return success(reserving.release(require_principal(), json_body()))
+
+
+@bp.post("/numbers/retire", strict_slashes=False)
+def retire_numbers() -> Response:
+    return success(retiring.retire(require_principal(), json_body()))

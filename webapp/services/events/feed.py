@@ -260,7 +260,8 @@ def shape(row: Row[Any], visible: CompanyScope = None) -> dict[str, Any]:
                 "dialcode": row.dialcode,
                 "number": row.number,
                 "state": state,
-                "company": row.company if state == "reserved" else None,
+                # The side's own company: a forced reservation's before is the other's.
+                "company": owner if state == "reserved" else None,
             }
         if kind == "ddi":
             return {

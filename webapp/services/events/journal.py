@@ -103,7 +103,9 @@ def _row(change: AuditData) -> dict[str, Any] | None:
         return None
     before, after = change.before or {}, change.after or {}
     record = after or before
-    company = record.get("company")
+    # A number's event is the company its audit entry names, the reservation's
+    # (inventory.number_change): also for a release, whose record after names none.
+    company = change.company if type_.startswith("number.") else record.get("company")
     moved_from = before.get("company") if before and after else None
     return {
         "type": type_,
