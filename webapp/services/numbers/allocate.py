@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from pydantic import Field, TypeAdapter, with_config
@@ -22,7 +23,7 @@ from ..fields import STRICT, TYPES, Bounded, validated
 from ..history import intervals
 from ..records import crud, ddis
 from ..records.kinds import DDI
-from . import answers
+from . import answers, picking
 
 if TYPE_CHECKING:
     Dialcode = str
@@ -111,13 +112,14 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
 
     Guarantees: System-Admin only. The numbers are those reserved for the company first, then
     the available ones (a reservation or aging period past its last day included), each group
-    lowest first; with `force` and a `reason`, numbers held for other companies may be taken
-    after them. Too few is a 409 `not_enough_numbers` whose `fields.count` says how many there
-    are, and nothing changes. Each number goes in service through the change path (a history
+    lowest first (picking.pick); with `force` and a `reason`, numbers held for other companies
+    may be taken after them. Too few is a 409 `not_enough_numbers` whose `fields.count` says
+    how many there are, and nothing changes. Each number goes in service through the change path (a history
     interval, an audit entry `ddi.create` with detail `allocate` or `force: <reason>`, a
     `ddi.created` event). Two allocations running at once never take the same number: on
     PostgreSQL each skips the numbers another has locked (FOR UPDATE SKIP LOCKED), so they do
-    not queue behind each other either.
+    not queue behind each other either (for different companies: one company's writers take
+    turns at its lock).
     """
     principal.require_system_admin("allocate numbers")
     if not isinstance(body, Mapping):
@@ -182,46 +184,40 @@ def _keys(rows: list[dict[str, str]]) -> list[inventory.Key]:
 
 
 def _pick(wanted: Allocation) -> list[inventory.Key]:
-    """The numbers to take, locked: the company's reservations, then the stock (available
-    numbers and holds past their last day), then, overriding, the holds of others; lowest
-    first within each tier. Conflict if too few.
-
-    Each group is one index range read with a LIMIT and FOR UPDATE SKIP LOCKED; a tier of two
-    groups reads up to the count from each and keeps the lowest, so a few rows it does not
-    take stay locked until the commit (another allocation skips them meanwhile)."""
+    """The numbers to take, locked: the company's reservations, then the available numbers
+    (picking.pick: lowest first, skipping what other writers hold), then, overriding, the
+    holds of other companies. Conflict if too few."""
     on = inventory.today()
-    n = Number
-    tiers = [
-        [and_(n.state == inventory.RESERVED, n.held_for == wanted.company, n.held_until >= on)],
-        [n.state == inventory.AVAILABLE, and_(n.state.in_(inventory.HELD), n.held_until < on)],
-    ]
-    if wanted.reason is not None:
-        others = or_(n.state == inventory.AGING, n.held_for != wanted.company)
-        tiers.append([and_(n.state.in_(inventory.HELD), n.held_until >= on, others)])
-    keys: list[inventory.Key] = []
-    for tier in tiers:
-        need = wanted.count - len(keys)
-        if not need:
-            break
-        found: list[inventory.Key] = []
-        for group in tier:
-            query = (
-                select(n.dialcode, n.number)
-                .where(*_matching(wanted), group)
-                .order_by(n.dialcode, n.number)
-                .limit(need)
-                .with_for_update(skip_locked=True)
-            )
-            found += [(d, num) for d, num in db.session.execute(query)]
-        keys += sorted(found)[:need]
+    session = db.session()
+    where = (session, wanted.dialcode, wanted.prefix)
+    rows = picking.pick(*where, wanted.count, on, reserved_for=wanted.company)
+    rows += picking.pick(*where, wanted.count - len(rows), on)
+    keys = [(r.dialcode, r.number) for r in rows]
+    if len(keys) < wanted.count and wanted.reason is not None:
+        keys += _held_for_others(wanted, wanted.count - len(keys), on)
     if len(keys) < wanted.count:
-        there = _available(wanted, [group for tier in tiers for group in tier])
+        there = _available(wanted, on)
         raise Conflict(
             f"Only {counted(there, 'number')} can be allocated there; nothing was allocated.",
             {"count": f"{there} available"},
             code="not_enough_numbers",
         )
     return keys
+
+
+def _held_for_others(wanted: Allocation, need: int, on: date) -> list[inventory.Key]:
+    """Up to `need` numbers held for other companies (reserved or aging), lowest first,
+    locked (skipping those other writers hold): what a forced allocation may go on to."""
+    n = Number
+    others = or_(n.state == inventory.AGING, n.held_for != wanted.company)
+    query = (
+        select(n.dialcode, n.number)
+        .where(*_matching(wanted), n.state.in_(inventory.HELD), n.held_until >= on, others)
+        .order_by(n.dialcode, n.number)
+        .limit(need)
+        .with_for_update(skip_locked=True)
+    )
+    return [(d, num) for d, num in db.session.execute(query)]
 
 
 def _matching(wanted: Allocation) -> list[ColumnElement[bool]]:
@@ -233,7 +229,15 @@ def _matching(wanted: Allocation) -> list[ColumnElement[bool]]:
     return where
 
 
-def _available(wanted: Allocation, groups: list[ColumnElement[bool]]) -> int:
-    """How many numbers the allocation could take, those other writers hold locked included."""
-    query = select(func.count()).where(*_matching(wanted), or_(*groups))
+def _available(wanted: Allocation, on: date) -> int:
+    """How many numbers the allocation could take (its reservations and the available ones;
+    with an override, the holds of others too), those other writers hold locked included."""
+    n = Number
+    free = [
+        and_(n.state == inventory.RESERVED, n.held_for == wanted.company, n.held_until >= on),
+        inventory.in_state(inventory.AVAILABLE, on),
+    ]
+    if wanted.reason is not None:
+        free.append(and_(n.state.in_(inventory.HELD), n.held_until >= on))
+    query = select(func.count()).where(*_matching(wanted), or_(*free))
     return int(db.session.scalar(query) or 0)
