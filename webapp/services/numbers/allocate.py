@@ -114,12 +114,12 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
     the available ones (a reservation or aging period past its last day included), each group
     lowest first (picking.pick); with `force` and a `reason`, numbers held for other companies
     may be taken after them. Too few is a 409 `not_enough_numbers` whose `fields.count` says
-    how many there are, and nothing changes. Each number goes in service through the change path (a history
-    interval, an audit entry `ddi.create` with detail `allocate` or `force: <reason>`, a
-    `ddi.created` event). Two allocations running at once never take the same number: on
-    PostgreSQL each skips the numbers another has locked (FOR UPDATE SKIP LOCKED), so they do
-    not queue behind each other either (for different companies: one company's writers take
-    turns at its lock).
+    how many there are, and nothing changes. Each number goes in service through the change
+    path (a history interval, an audit entry `ddi.create` with detail `allocate` or
+    `force: <reason>`, a `ddi.created` event). Two allocations running at once never take the
+    same number: on PostgreSQL each skips the numbers another has locked (FOR UPDATE SKIP
+    LOCKED), so they do not queue behind each other either (for different companies: one
+    company's writers take turns at its lock).
     """
     principal.require_system_admin("allocate numbers")
     if not isinstance(body, Mapping):
