@@ -344,8 +344,10 @@ def test_the_charts_name_their_unit_once(world):
         svg = page.select_one(f"svg#chart-{kind}")
         title_id, desc_id = svg["aria-labelledby"].split()
         assert svg.select_one(f"title#{title_id}").get_text() == f"Billable {unit} per month, acme"
-        assert svg.select_one(f"desc#{desc_id}").get_text().startswith(
-            f"Billable {unit} per month from "
+        assert (
+            svg.select_one(f"desc#{desc_id}")
+            .get_text()
+            .startswith(f"Billable {unit} per month from ")
         )
 
 
