@@ -122,7 +122,8 @@ def test_account_values_read_as_words():
     )
     created = changes_text(None, {"username": "eve", **before})
     assert "Billing Call-Summary: yes" in created
-    assert "Billing/Call-Reporting for: acme, globex" in created
+    # The grant's name as the grants pages and the company page write it.
+    assert "Billing/Call Reporting for: acme, globex" in created
     # Nothing is shown as Python would print it.
     assert "False" not in created and "[" not in created and "None" not in created
 

@@ -319,6 +319,22 @@ def test_drill_down_pages_a_hundred_changes(root, kind):
     page(root.get(path, query_string={**query, "page": "x"}), 400)
 
 
+def test_drill_down_captions_write_counts_as_the_page_does(root):
+    """The tables' captions (read out by screen readers) group thousands as the count lines
+    do: "of 1,200", not "of 1200" (seen on the bench walk of a busy day)."""
+    add_history(
+        *[("ddi", "co002", f"co002-b{k:04d}", datetime(2026, 10, 19, 9), None) for k in range(1200)]
+    )
+    query = {"company": "co002"}
+    soup = page(root.get("/reports/ddis/day", query_string={**query, "date": "2026-10-19"}))
+    assert "1\u2013100 of 1,200" in count_line(soup)
+    caption = soup.select_one("table.day-changes caption").get_text()
+    assert caption.startswith("Changes on 2026-10-19, 1 to 100 of 1,200, times in ")
+    soup = page(root.get("/reports/ddis/day", query_string={**query, "date": "2026-10-20"}))
+    caption = soup.select_one("table.day-records caption").get_text()  # co002's 2 more
+    assert caption.startswith("DDIs active all day on 2026-10-20, 1 to 100 of 1,202, times in ")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_day_csv_has_every_record_neutralised(root, kind):
     path = f"{PAGES[kind]}/day.csv"

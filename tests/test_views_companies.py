@@ -336,6 +336,21 @@ def test_the_svg_and_the_table_agree(world):
         assert "to-date" in bars[-1]["class"]
 
 
+def test_the_charts_name_their_unit_once(world):
+    """The unit is already "billable DDI-days": the chart's title and description do not say
+    "Billable billable" (seen on the bench walk of /companies/c00000)."""
+    page = soup(world.browser("root").get("/companies/acme"))
+    for kind, unit in (("ddi", "DDI-days"), ("user", "user-days")):
+        svg = page.select_one(f"svg#chart-{kind}")
+        title_id, desc_id = svg["aria-labelledby"].split()
+        assert svg.select_one(f"title#{title_id}").get_text() == f"Billable {unit} per month, acme"
+        assert (
+            svg.select_one(f"desc#{desc_id}")
+            .get_text()
+            .startswith(f"Billable {unit} per month from ")
+        )
+
+
 def test_an_empty_history_draws_flat_bars(app):
     from webapp.views.companies import bar_chart, compact, nice_ceiling
 

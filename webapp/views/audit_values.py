@@ -20,7 +20,7 @@ LABELS: dict[str, str] = {
     "system_admin": "System-Admin",
     "admin_of": "Company-Admin of",
     "billing_summary": "Billing Call-Summary",
-    "reporting_for": "Billing/Call-Reporting for",
+    "reporting_for": "Billing/Call Reporting for",
     "active": "Active",
     "token_id": "Token",
     "label": "Label",

@@ -126,7 +126,8 @@ def bar_chart(kind: str, months: list[MonthTotal]) -> Chart:
     ticks = [Tick(round(baseline - plot_h * v / top, 2), compact(v)) for v in levels]
     first, last = months[0], months[-1]
     description = (
-        f"Billable {unit} per month from {calendar.month_name[first.month]} {first.year} "
+        f"{unit[0].upper()}{unit[1:]} per month from "
+        f"{calendar.month_name[first.month]} {first.year} "
         f"to {calendar.month_name[last.month]} {last.year} (to date); the highest is "
         f"{max(values, default=0):,}. The table below gives every figure."
     )
