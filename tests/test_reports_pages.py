@@ -373,3 +373,13 @@ def test_day_csv_needs_the_report_grant(world):
     )
     assert response.status_code == 403
     assert world.factory.app.test_client().get("/reports/users/day.csv").status_code == 302
+
+
+def test_the_navigation_names_the_reports_as_their_pages_do(world):
+    """One vocabulary: the menu's words for the two reports are their pages' titles."""
+    browser = world.browser("root")
+    page = BeautifulSoup(browser.get("/reports/users").data, "html.parser")
+    nav = {a["href"]: a.get_text(strip=True) for a in page.select("header.topbar a[href]")}
+    assert nav["/reports/ddis"] == "DDI counts"
+    assert nav["/reports/users"] == "Phone-user counts"
+    assert page.h1 is not None and "Phone-user counts" in page.h1.get_text()
