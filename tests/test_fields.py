@@ -26,6 +26,7 @@ REASONS = {
     "virt_exten": "must be 1 to 10 digits",
     "company": "must be 1 to 64 of a-z 0-9 . _ -",
     "username": "must be 1 to 64 of a-z 0-9 . _ - @",
+    "prefix": "must be 1 to 15 digits",
 }
 
 
