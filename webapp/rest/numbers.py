@@ -8,10 +8,17 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from .blueprint import bp  # noqa: F401 (each call's route registers on it)
-from .ops import json_body, require_principal  # noqa: F401
+from ..services.numbers import stock
+from .blueprint import bp
+from .ops import json_body, require_principal
 
 
 def success(numrows: int, **fields: Any) -> Response:
     """The answer of every /rest/numbers/ call."""
     return jsonify({"result": "success", "numrows": numrows, **fields})
+
+
+@bp.post("/numbers/stock")
+def stock_numbers() -> Response:
+    principal = require_principal()
+    return success(stock.stock(principal, json_body()))
