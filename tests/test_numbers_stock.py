@@ -202,6 +202,7 @@ BAD = {
     ),
     "description of 201": ({"values": [row("1", "x" * 201)]}, "values[0].description"),
     "description not text": ({"values": [{**row("1"), "description": 5}]}, None),
+    "description with a NUL": ({"values": [row("1", "a\x00b")]}, "values[0].description"),
     "repeated number": ({"values": [row("1"), row("2"), row("1")]}, "values[2]"),
 }
 
@@ -221,6 +222,9 @@ def test_the_messages_of_a_few_400s(world):
     assert r.json["error"]["fields"] == {"values[2]": "44:1 repeats values[0]"}
     r = post(world, {"values": [row("1", "x" * 201)]})
     assert r.json["error"]["fields"] == {"values[0].description": "must be at most 200 characters"}
+    r = post(world, {"values": [row("1", "tab\tok"), row("2", "bell\x07")]})
+    why = "must not contain control characters but tabs and line breaks"
+    assert r.json["error"]["fields"] == {"values[1].description": why}
     r = post(world, {"block": {"dialcode": "44", "first": "9998", "count": 3}})
     assert r.json["error"]["fields"] == {
         "block.count": "runs past 9999, the widest number of 4 digits"
@@ -292,6 +296,10 @@ def test_cli_refuses_a_bad_file_naming_its_line_and_writes_nothing(world, flask,
     )
     bad.write_text("dialcode,number,description\n44,1,x\n44,2\n")
     assert "line 3: expected 3 columns, found 2" in one_line_error(
+        flask("numbers", "stock", str(bad))
+    )
+    bad.write_text("dialcode,number,description\n44,1,a\x00b\n")
+    assert "line 2: description must not contain control characters" in one_line_error(
         flask("numbers", "stock", str(bad))
     )
     bad.write_text("number,dialcode\n1,44\n")

@@ -184,7 +184,8 @@ def check(adapter: TypeAdapter[Any], data: Any) -> tuple[Any, list[tuple[Where, 
             # By the pattern, not the member's name: a member may hold another's format (a
             # block's `first` is a number).
             pattern = error["ctx"]["pattern"]
-            why = next(w for p, w in FORMATS.values() if f"^{p.pattern}$" == pattern)
+            formats = (w for p, w in FORMATS.values() if f"^{p.pattern}$" == pattern)
+            why = next(formats, "is not in its format")
         elif kind == "too_long":  # a list's max_length
             why = f"must hold at most {error['ctx']['max_length']:,} items"
         elif kind == "literal_error":

@@ -9,6 +9,7 @@ the inventory's unique key and is the same 409.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NotRequired
@@ -38,10 +39,18 @@ else:
     Dialcode = TYPES["dialcode"]
     DigitsNumber = TYPES["number"]
 COUNT = Bounded(1, MAX_ROWS, why=f"must be from 1 to {MAX_ROWS:,}")
+# C0 and C1 control characters but tab and line breaks: a NUL cannot be stored on PostgreSQL.
+CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+CONTROL = re.compile(f"[{CONTROLS}]")
+NO_CONTROLS = "must not contain control characters but tabs and line breaks"
 Description = Annotated[
     str,
-    StringConstraints(strict=True, max_length=MAX_DESCRIPTION),
-    Field(description=f"Free text, 0 to {MAX_DESCRIPTION} characters.", examples=["Main line"]),
+    StringConstraints(strict=True, max_length=MAX_DESCRIPTION, pattern=f"^[^{CONTROLS}]*$"),
+    Field(
+        description=f"Free text, 0 to {MAX_DESCRIPTION} characters, no control character but "
+        "tabs and line breaks.",
+        examples=["Reception"],
+    ),
 ]
 
 
@@ -135,7 +144,9 @@ def _check_digits(dialcode: str, number: str, where: str) -> None:
 
 def _invalid(where: Where, why: str) -> Invalid:
     path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where)[1:]
-    if path.endswith("description") and why != "must be a string":
+    if path.endswith("description") and why == "is not in its format":
+        why = NO_CONTROLS
+    elif path.endswith("description") and why != "must be a string":
         why = f"must be at most {MAX_DESCRIPTION} characters"
     elif path == "values" and why.startswith("List should have at least"):
         why = "must hold at least 1 item"

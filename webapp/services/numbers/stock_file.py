@@ -87,7 +87,12 @@ def _problems(cells: list[str]) -> list[str]:
         _PLAIN.fullmatch(f"{cells[0]},{cells[1]}")
         and len(cells[0]) + len(cells[1]) <= MAX_DDI_DIGITS
     )
-    if plain and (len(cells) == 2 or len(cells[2]) <= stock.MAX_DESCRIPTION):
+    description = cells[2] if len(cells) == 3 else ""
+    if (
+        plain
+        and len(description) <= stock.MAX_DESCRIPTION
+        and not stock.CONTROL.search(description)
+    ):
         return []
     problems = []
     for name, value in zip(("dialcode", "number"), cells, strict=False):
@@ -99,6 +104,8 @@ def _problems(cells: list[str]) -> list[str]:
         problems.append(f"dialcode and number together must be at most {MAX_DDI_DIGITS} digits")
     if len(cells) == 3 and len(cells[2]) > stock.MAX_DESCRIPTION:
         problems.append(f"description must be at most {stock.MAX_DESCRIPTION} characters")
+    if len(cells) == 3 and stock.CONTROL.search(cells[2]):
+        problems.append(f"description {stock.NO_CONTROLS}")
     return problems
 
 
