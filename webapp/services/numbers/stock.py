@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NotRequired
 
-from pydantic import Field, StringConstraints, TypeAdapter, with_config
+from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, with_config
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -25,7 +25,16 @@ from ...database import bulk_cache, insert_rows, one_of, write_transaction
 from ...errors import Conflict, Invalid
 from ...models import Number
 from .. import changes, inventory
-from ..fields import MAX_DDI_DIGITS, STRICT, TYPES, Bounded, Where, validated
+from ..fields import (
+    DDI_DIGITS,
+    MAX_DDI_DIGITS,
+    MAX_DIALCODE,
+    STRICT,
+    TYPES,
+    Bounded,
+    Where,
+    validated,
+)
 from ..history import intervals
 
 MAX_ROWS = 10_000  # rows of one request, and numbers of one block
@@ -38,6 +47,22 @@ if TYPE_CHECKING:
 else:
     Dialcode = TYPES["dialcode"]
     DigitsNumber = TYPES["number"]
+# A block's dialcode and first number together at most MAX_DDI_DIGITS, as JSON Schema.
+BLOCK_DIGITS = {
+    "dialcode": {
+        "anyOf": [
+            {
+                "properties": {
+                    "dialcode": {"maxLength": k},
+                    "first": {"maxLength": MAX_DDI_DIGITS - k},
+                }
+            }
+            for k in range(1, MAX_DIALCODE + 1)
+        ]
+    }
+}
+ROW_EXTRA: dict[str, Any] = {"dependentSchemas": DDI_DIGITS}
+BLOCK_EXTRA: dict[str, Any] = {"dependentSchemas": BLOCK_DIGITS}
 COUNT = Bounded(1, MAX_ROWS, why=f"must be from 1 to {MAX_ROWS:,}")
 # C0 and C1 control characters but tab and line breaks: a NUL cannot be stored on PostgreSQL.
 CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
@@ -54,7 +79,7 @@ Description = Annotated[
 ]
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra=ROW_EXTRA))
 class StockRow(TypedDict):
     """One number to stock."""
 
@@ -63,18 +88,20 @@ class StockRow(TypedDict):
     description: NotRequired[Description]
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra=BLOCK_EXTRA))
 class StockBlock(TypedDict):
-    """`count` consecutive numbers from `first`, each as wide as `first` (0099, 0100, …)."""
+    """`count` consecutive numbers from `first`, each as wide as `first` (0099, 0100, …); a
+    block that would run past that width (`first` 9998, `count` 3) is a 400."""
 
     dialcode: Dialcode
     first: DigitsNumber
     count: Annotated[int, COUNT]
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra={"minProperties": 1, "maxProperties": 1}))
 class StockRequest(TypedDict, total=False):
-    """The body of stockNumbers: exactly one of `values` and `block`."""
+    """The body of stockNumbers: exactly one of `values` and `block`. A number named twice is
+    a 400."""
 
     values: Annotated[list[StockRow], Field(min_length=1, max_length=MAX_ROWS)]
     block: StockBlock
