@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+from webapp.access import Principal
 from webapp.database import write_transaction
+from webapp.errors import FileRejected
 from webapp.extensions import db
 from webapp.models import AuditEntry, Event, Number
 from webapp.services import inventory
+from webapp.services.numbers import stock_file
 
 from .factories import ACME
 from .invariants import assert_history_consistent
@@ -291,9 +294,7 @@ def test_cli_refuses_a_bad_file_naming_its_line_and_writes_nothing(world, flask,
         "Error: line 7: number '20712x' must be 1 to 15 digits; nothing was imported."
     )
     bad.write_text("dialcode,number,description\n44,1,\n44,2,\n44,1,again\n")
-    assert "line 4: 44:1 repeats an earlier line" in one_line_error(
-        flask("numbers", "stock", str(bad))
-    )
+    assert "line 4: 44:1 repeats line 2" in one_line_error(flask("numbers", "stock", str(bad)))
     bad.write_text("dialcode,number,description\n44,1,x\n44,2\n")
     assert "line 3: expected 3 columns, found 2" in one_line_error(
         flask("numbers", "stock", str(bad))
@@ -319,3 +320,16 @@ def test_cli_refuses_a_number_already_in_the_inventory(world, flask, tmp_path):
     assert "44:2 is already in the inventory" in line and "line 3" in line
     assert "44:2" in one_line_error(flask("numbers", "stock", "--block", "44", "1", "5"))
     assert stored() == [("44", "2", "available", "")]
+
+
+def test_a_file_over_the_row_limit_is_refused_at_the_row_past_it(world, app, tmp_path, monkeypatch):
+    monkeypatch.setattr(stock_file, "MAX_ROWS", 3)
+    path = tmp_path / "four.csv"
+    path.write_text("dialcode,number\n44,1\n44,2\n\n44,3\n44,4\n44,5\n")
+    with app.app_context(), pytest.raises(FileRejected) as refused:
+        stock_file.stock_file(Principal.cli("cli:test"), path)
+    assert refused.value.problems == ["line 6: a file holds at most 3 rows"]
+    path.write_text("dialcode,number\n44,1\n44,2\n44,3\n")
+    with app.app_context():
+        assert stock_file.stock_file(Principal.cli("cli:test"), path) == 3
+    assert count(Number) == 3

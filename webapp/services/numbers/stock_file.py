@@ -109,28 +109,36 @@ def _problems(cells: list[str]) -> list[str]:
     return problems
 
 
+def _code(cells: list[str]) -> int:
+    """A valid row's key as one int: its digits, and the dialcode's length (44:123 is not
+    441:23). A set of a million costs far less than one of strings."""
+    dialcode = cells[0].strip()
+    return int(dialcode + cells[1].strip()) * 8 + len(dialcode)
+
+
 def _check(path: Path) -> None:
     """Every line of the file checked; FileRejected naming the problems, if any."""
     listed: list[tuple[int, str]] = []
     total = rows = 0
     seen: set[int] = set()
+    repeats: dict[int, int] = {}  # index in `listed` -> the repeated key's code
     for line, cells in _rows(path):
         if isinstance(cells, str):
             found = [cells]
         else:
             rows += 1
-            if rows > MAX_ROWS:
-                found = [f"a file holds at most {MAX_ROWS:,} rows"]
-            else:
-                found = _problems(cells)
-                if not found:
-                    dialcode, number = cells[0].strip(), cells[1].strip()
-                    # The key as one int: its digits, and the dialcode's length (44:123 is
-                    # not 441:23).
-                    code = int(dialcode + number) * 8 + len(dialcode)
-                    if code in seen:
-                        found = [f"{dialcode}:{number} repeats an earlier line"]
-                    seen.add(code)
+            found = (
+                _problems(cells)
+                if rows <= MAX_ROWS
+                else [f"a file holds at most {MAX_ROWS:,} rows"]
+            )
+            if not found:
+                code = _code(cells)
+                if code in seen:
+                    found = [f"{cells[0].strip()}:{cells[1].strip()} repeats line ?"]
+                    if len(listed) < MAX_PROBLEMS:
+                        repeats[len(listed)] = code
+                seen.add(code)
         for why in found:
             total += 1
             if len(listed) < MAX_PROBLEMS:
@@ -139,8 +147,26 @@ def _check(path: Path) -> None:
             break
     if rows == 0 and not total:
         listed, total = [(1, "the file has no rows after its header")], 1
+    if repeats:
+        _name_first_lines(path, listed, repeats)
     if total:
         raise FileRejected(listed, total)
+
+
+def _name_first_lines(path: Path, listed: list[tuple[int, str]], repeats: dict[int, int]) -> None:
+    """The line each repeated key first appears on, in place of the '?' of its problem: one
+    more read, only for a file with repeats (keeping every key's line would cost far more
+    memory than the set of keys)."""
+    wanted = set(repeats.values())
+    first: dict[int, int] = {}
+    for line, cells in _rows(path):
+        if isinstance(cells, list) and len(cells) > 1 and not _problems(cells):
+            code = _code(cells)
+            if code in wanted and code not in first:
+                first[code] = line
+    for index, code in repeats.items():
+        line, why = listed[index]
+        listed[index] = (line, why.replace("line ?", f"line {first.get(code, '?')}"))
 
 
 def _chunks(path: Path) -> Iterator[list[Entry]]:
