@@ -205,6 +205,7 @@ BAD = {
     ),
     "description of 201": ({"values": [row("1", "x" * 201)]}, "values[0].description"),
     "description not text": ({"values": [{**row("1"), "description": 5}]}, None),
+    "description not Unicode": ({"values": [row("1", "a\ud800")]}, None),
     "description with a NUL": ({"values": [row("1", "a\x00b")]}, "values[0].description"),
     "repeated number": ({"values": [row("1"), row("2"), row("1")]}, "values[2]"),
 }
