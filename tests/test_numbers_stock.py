@@ -16,7 +16,7 @@ from webapp.errors import FileRejected
 from webapp.extensions import db
 from webapp.models import AuditEntry, Event, Number
 from webapp.services import inventory
-from webapp.services.numbers import stock_file
+from webapp.services.numbers import stock, stock_file
 
 from .factories import ACME
 from .invariants import assert_history_consistent
@@ -334,3 +334,15 @@ def test_a_file_over_the_row_limit_is_refused_at_the_row_past_it(world, app, tmp
     with app.app_context():
         assert stock_file.stock_file(Principal.cli("cli:test"), path) == 3
     assert count(Number) == 3
+
+
+def test_a_number_a_racing_writer_added_is_a_409_by_the_unique_key(world, monkeypatch):
+    """The racing writer's row is there but the check before the insert did not see it (it
+    committed in between): the inventory's unique key refuses the insert, nothing is written."""
+    post(world, {"values": [row("2")]})
+    monkeypatch.setattr(stock, "_refuse_existing", lambda _session, _chunk: None)
+    r = post(world, {"values": [row("1"), row("2")]})
+    assert_error(r, 409, "conflict")
+    assert "someone else meanwhile" in r.json["error"]["message"]
+    assert stored() == [("44", "2", "available", "")]
+    assert count(AuditEntry) == 1 and count(Event) == 1

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import JSON, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.orm import Session
 
 from .config import ConfigError
@@ -227,14 +227,21 @@ def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
     driver = session.connection().connection.driver_connection
     assert driver is not None
     statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
-    with driver.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(
-                [
-                    json.dumps(row[c]) if j and row[c] is not None else row[c]
-                    for c, j in zip(columns, as_json, strict=True)
-                ]
-            )
+    dbapi = session.get_bind().dialect.dbapi
+    assert dbapi is not None
+    try:
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(
+                    [
+                        json.dumps(row[c]) if j and row[c] is not None else row[c]
+                        for c, j in zip(columns, as_json, strict=True)
+                    ]
+                )
+    except dbapi.IntegrityError as exc:
+        # The driver's own error, raised outside SQLAlchemy: as SQLAlchemy's, so a caller
+        # catches a broken unique key (a racing writer's row) alike on both databases.
+        raise IntegrityError(statement, None, exc) from exc
 
 
 def utcnow() -> datetime:
