@@ -333,11 +333,22 @@ def last_event_id() -> int:
 
 def every_change_once(world) -> None:
     """One event of each type, by the API as root: DDIs created, updated, moved, deleted; a
-    phone user created, updated, deleted."""
+    phone user created, updated, deleted; numbers stocked, reserved, released, retired."""
 
     def api(op: str, body: dict[str, Any]) -> None:
         answer = world.factory.api(world.root, op, body)
         assert answer.status_code == 200, answer.get_data(as_text=True)
+
+    def numbers(op: str, body: dict[str, Any]) -> None:
+        headers = world.root.headers
+        answer = world.factory.client.post(f"/rest/numbers/{op}", json=body, headers=headers)
+        assert answer.status_code == 200, answer.get_data(as_text=True)
+
+    numbers("stock", {"values": [{"dialcode": "44", "number": "2079999999"}]})
+    key = {"dialcode": "44", "number": "2079999999"}
+    numbers("reserve", {"scope": key, "values": {"company": "acme"}})
+    numbers("release", {"scope": key})
+    numbers("retire", {"scope": key})
 
     api("create", {"type": "ddi", "values": [ddi("2070000001"), ddi("2070000002")]})
     api(

@@ -75,8 +75,10 @@ def test_the_generated_client_reads_well(generated, tmp_path):
         "reports",
         "month_close",
         "events",
+        "numbers",
         "meta",
     }
+    assert "stock_numbers" in {p.stem for p in (api / "numbers").glob("*.py")}
     assert {p.stem for p in (api / "records").glob("*.py")} >= {
         "create_records",
         "read_records",

@@ -9,7 +9,7 @@ import logging
 import click
 from flask import Flask
 
-from . import admin, backup, billing, demo, events, records
+from . import admin, backup, billing, demo, events, numbers, records
 from .common import friendly
 
 
@@ -21,6 +21,7 @@ def register_cli(app: Flask) -> None:
         demo.demo_cli,
         records.history_cli,
         records.ddis_cli,
+        numbers.numbers_cli,
         billing.billing_cli,
         events.webhooks_cli,
         events.events_cli,

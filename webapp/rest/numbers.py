@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from ..services.numbers import allocate, read, reserving, retiring
+from ..services.numbers import allocate, read, reserving, retiring, stock
 from .blueprint import bp
 from .ops import json_body, require_principal
 
@@ -47,3 +47,9 @@ def release_numbers() -> Response:
 @bp.post("/numbers/retire", strict_slashes=False)
 def retire_numbers() -> Response:
     return success(retiring.retire(require_principal(), json_body()))
+
+
+@bp.post("/numbers/stock", strict_slashes=False)
+def stock_numbers() -> Response:
+    principal = require_principal()
+    return success(stock.stock(principal, json_body()))

@@ -24,6 +24,7 @@ from ..errors import ERROR_CODES, RETRY_AFTER_SECONDS
 from ..services.billing import periods
 from ..services.billing.reports import ANSWER_KEYS, FUTURE_MONTH, YEAR_NEEDS_MONTH
 from ..services.events import feed
+from ..services.numbers import stock
 from ..services.records import crud, record_query
 from ..services.records.kinds import KINDS
 from .blueprint import bp
@@ -357,7 +358,7 @@ class Error(TypedDict):
 MODELS = [*(body for bodies in BODIES.values() for body in bodies.values()), REPORT, CLOSE, REOPEN]
 MODELS += [feed.ReadEventsRequest, WriteResult, ReadResult, DdiCountReport, UserCountReport]
 MODELS += [PeriodResult, Adjustments, Events, ImportResult, Version, OpenApiDocument, Liveness]
-MODELS += [Readiness, Error]
+MODELS += [Readiness, Error, stock.StockRequest]
 
 
 @cache
@@ -395,6 +396,8 @@ TAGS = {
     "active at the same moment, in REPORT_TIMEZONE (docs/reports.md).",
     "month close": "Close an ended month so its reports keep their figures; reopen it; see what "
     "changed since (docs/month-close.md).",
+    "numbers": "The provider's number inventory: numbers in stock, reserved, in service or "
+    "aging (docs/numbers.md).",
     "events": "The change events, in id order, for scripts that follow every change "
     "(docs/events.md).",
     "meta": "The version, this document and its page; health checks. No credentials needed.",
@@ -514,6 +517,23 @@ OPERATIONS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"{READERS} A month that is not closed is a 409 (so is the current month, the default); "
         "`values` is empty while the history still gives the closed figures.",
         {"last month": {"type": "cdr", "scope": MONTH}},
+    ),
+    "stockNumbers": (
+        "post /rest/numbers/stock numbers WriteResult StockRequest json auth 409",
+        "Add numbers to the stock, available",
+        "System-Admin. Exactly one of `values` (1 to 10,000 numbers, each with an optional "
+        "description) and `block` (`count` consecutive numbers from `first`, as wide as "
+        "`first`), all or nothing: a number already in the inventory, in any state, is a 409 "
+        "whose `fields` name the first few, and nothing is stocked.",
+        {
+            "two numbers": {
+                "values": [
+                    {"dialcode": "44", "number": "2071230000", "description": "Reception"},
+                    {"dialcode": "44", "number": "2071230001"},
+                ]
+            },
+            "a block of 1,000": {"block": {"dialcode": "44", "first": "2071231000", "count": 1000}},
+        },
     ),
     "readEvents": (
         "post /rest/events/read events Events ReadEventsRequest json auth",

@@ -211,7 +211,11 @@ def check(adapter: TypeAdapter[Any], data: Any) -> tuple[Any, list[tuple[Where, 
     for error in errors:
         kind, where = error["type"], error["loc"]
         if kind == "string_pattern_mismatch":
-            why = FORMATS[next(str(k) for k in reversed(where) if isinstance(k, str))][1]
+            # By the pattern, not the member's name: a member may hold another's format (a
+            # block's `first` is a number).
+            pattern = error["ctx"]["pattern"]
+            formats = (w for p, w in FORMATS.values() if f"^{p.pattern}$" == pattern)
+            why = next(formats, "is not in its format")
         elif kind == "too_long":  # a list's max_length
             why = f"must hold at most {error['ctx']['max_length']:,} items"
         elif kind == "literal_error":
