@@ -24,6 +24,7 @@ from .data import ROOT, ensure_data
 from .events import event_scenarios
 from .imports import import_scenarios
 from .month_close import month_close_scenarios
+from .numbers import number_scenarios
 from .report import growth_scenarios, report_scenarios
 from .service import service_scenarios
 from .table import Result, render
@@ -51,6 +52,7 @@ GROUPS = {
     "month-close": "month close (close, closed report, readAdjustments)",
     "growth": "growth",
     "import": "DDI import (on a copy of the data set)",
+    "numbers": "number inventory: stock and allocate (on a copy of the data set)",
     "events": "change events (record, deliver, read)",
     "service": "service hooks (request id, access line, metrics)",
     "http": "HTTP scenarios (gunicorn, 2 workers)",
@@ -105,6 +107,8 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
         "month-close": lambda: month_close_scenarios(full, label, repeat),
         "growth": lambda: growth_scenarios(sorted(urls.items()), label, repeat),
         "import": lambda: import_scenarios(full, label, args.ddis),
+        # The stock's own size: as many numbers as the data set has DDIs (§14's bench).
+        "numbers": lambda: number_scenarios(full, label, args.ddis, runs=3 if args.quick else 20),
         "events": lambda: event_scenarios(full, label, quick=args.quick),
         "service": lambda: service_scenarios(full, label, quick=args.quick),
         "http": lambda: [] if args.skip_http else _http(full, args.quick),

@@ -1,7 +1,8 @@
 """The bench code runs (`make bench-smoke`): generate three small providers (1x, 2x, 4x) into
 fresh SQLite files, run the report, month close and growth scenarios (which first check that the
 app, its from-scratch query and the hand-written reference give the same numbers, and that a
-closed month answers the open month's), the import and the change-event scenarios (whose
+closed month answers the open month's), the import, the number inventory's (stock, allocate)
+and the change-event scenarios (whose
 deliveries, through a real `flask events deliver` and a receiver on 127.0.0.1, must all
 arrive, in id order) and print the table;
 then the EXPLAIN/timing tool. The HTTP and page scenarios have their own smoke tests
@@ -52,8 +53,10 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 22, run.stdout
+    assert len(table) == 24, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
+    assert any("numbers stock, 10,000 rows (flask numbers stock)" in line for line in table)
+    assert any("allocate 100 numbers by prefix from 10,000 available" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)
     assert any("month close, 120 companies" in line for line in table)
