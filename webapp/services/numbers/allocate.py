@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from typing_extensions import TypedDict
 
 from ...access import Principal
-from ...database import upper_bound, write_transaction
+from ...database import write_transaction
 from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import Number
@@ -221,12 +221,7 @@ def _held_for_others(wanted: Allocation, need: int, on: date) -> list[inventory.
 
 
 def _matching(wanted: Allocation) -> list[ColumnElement[bool]]:
-    n = Number
-    where = [n.dialcode == wanted.dialcode]
-    if wanted.prefix:
-        # A range (digits compare alike in every collation), so an index can seek it.
-        where += [n.number >= wanted.prefix, n.number < upper_bound(wanted.prefix)]
-    return where
+    return picking.in_range(wanted.dialcode, wanted.prefix)
 
 
 def _available(wanted: Allocation, on: date) -> int:

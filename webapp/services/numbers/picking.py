@@ -62,14 +62,22 @@ def pick(
     return picked
 
 
+def in_range(dialcode: str, prefix: str) -> list[ColumnElement[bool]]:
+    """The numbers of `dialcode` starting with `prefix` ("" for all of them), as conditions an
+    index on (…, dialcode, number) seeks: the prefix as a range, which digits make exact in
+    every collation."""
+    where: list[ColumnElement[bool]] = [Number.dialcode == dialcode]
+    if prefix:
+        where += [Number.number >= prefix, Number.number < upper_bound(prefix)]
+    return where
+
+
 def _ranges(
     dialcode: str, prefix: str, on: date, reserved_for: str | None
 ) -> list[ColumnElement[bool]]:
     """The conditions of one index range each: a stored state, the dialcode, the prefix."""
     n = Number
-    where: list[ColumnElement[bool]] = [n.dialcode == dialcode]
-    if prefix:
-        where += [n.number >= prefix, n.number < upper_bound(prefix)]
+    where = in_range(dialcode, prefix)
     if reserved_for is not None:
         return [and_(n.state == inventory.RESERVED, *where, *_free(on, reserved_for))]
     expired = [and_(n.state == held, *where, n.held_until < on) for held in inventory.HELD]

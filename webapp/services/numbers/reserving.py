@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from ...access import Principal
-from ...database import upper_bound, write_transaction
+from ...database import write_transaction
 from ...errors import Conflict, Invalid, NotFound
 from ...models import Number
 from ...wording import counted
@@ -163,9 +163,7 @@ def _releasable(session: Session, target: Target, on: date) -> list[Number]:
     query = (
         select(Number)
         .where(
-            Number.dialcode == target.dialcode,
-            Number.number >= target.prefix,
-            Number.number < upper_bound(target.prefix),
+            *picking.in_range(target.dialcode, target.prefix),
             inventory.in_state(inventory.RESERVED, on),
         )
         .order_by(Number.dialcode, Number.number)

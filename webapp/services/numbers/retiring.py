@@ -16,12 +16,12 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from ...access import Principal
-from ...database import upper_bound, write_transaction
+from ...database import write_transaction
 from ...errors import Conflict, NotFound
 from ...models import Number
 from .. import changes, inventory
 from ..history import intervals
-from . import requests
+from . import picking, requests
 from .requests import Target
 
 
@@ -76,9 +76,7 @@ def _retirable(session: Session, target: Target, on: date) -> list[Number]:
         query = (
             select(Number)
             .where(
-                Number.dialcode == target.dialcode,
-                Number.number >= target.prefix,
-                Number.number < upper_bound(target.prefix),
+                *picking.in_range(target.dialcode, target.prefix),
                 or_(
                     inventory.in_state(inventory.AVAILABLE, on),
                     inventory.in_state(inventory.AGING, on),
