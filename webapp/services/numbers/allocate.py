@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
-from pydantic import Field, TypeAdapter, with_config
+from pydantic import TypeAdapter, with_config
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from typing_extensions import TypedDict
 
@@ -18,12 +18,12 @@ from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import Number
 from ...wording import counted
-from .. import fields, inventory
+from .. import inventory
 from ..fields import STRICT, TYPES, Bounded, validated
 from ..history import intervals
 from ..records import crud, ddis
 from ..records.kinds import DDI
-from . import answers, picking
+from . import answers, picking, requests
 
 if TYPE_CHECKING:
     Dialcode = str
@@ -61,14 +61,8 @@ class AllocateRequest(TypedDict):
 
     scope: AllocateScope
     values: AllocateValues
-    force: NotRequired[bool | None]
-    reason: NotRequired[
-        Annotated[
-            str,
-            Field(min_length=1, max_length=fields.REASON_MAX, pattern=fields.REASON_PATTERN),
-        ]
-        | None
-    ]
+    force: NotRequired[requests.Flag | None]
+    reason: NotRequired[requests.Reason | None]
 
 
 REQUEST = TypeAdapter(AllocateRequest)

@@ -21,14 +21,13 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
 from ...errors import Invalid
+from .. import fields, inventory
 from ..fields import ISO_DATE, MAX_DDI_DIGITS, STRICT, TYPES, Bounded, CompanyId, Where, validated
 
 MAX_COUNT = 10_000  # numbers one reserve by prefix takes
-REASON_MAX = 500
+REASON_MAX = fields.REASON_MAX
 COUNT = Bounded(1, MAX_COUNT, why=f"must be 1 to {MAX_COUNT:,}")
 PREFIX = re.compile(r"[0-9]{1,15}")
-# C0 and C1 control characters but tab and line breaks: a reason is shown in the audit log.
-CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def _prefix(value: str) -> str:
@@ -53,17 +52,11 @@ def _flag(value: Any) -> bool:
 
 
 def _reason(value: Any) -> str:
-    """A reason as the audit log keeps it: 1 to 500 characters, not only white space, no
-    control character but tabs and line breaks (a NUL cannot be stored on PostgreSQL)."""
-    if not isinstance(value, str):
-        raise PydanticCustomError("reason", "must be a string")
-    if not value.strip():
-        raise PydanticCustomError("reason", "must not be empty")
-    if CONTROL.search(value):
-        raise PydanticCustomError("reason", "must not contain control characters")
-    if len(value) > REASON_MAX:
-        raise PydanticCustomError("reason", f"must be at most {REASON_MAX} characters")
-    return value
+    """A reason as the audit log keeps it: fields.parse_reason's one rule."""
+    try:
+        return fields.parse_reason(value, inventory.FORCE_ASKED)
+    except Invalid as exc:
+        raise PydanticCustomError("reason", exc.fields["reason"]) from None
 
 
 if TYPE_CHECKING:
@@ -238,13 +231,10 @@ def _target(scope: dict[str, Any], counted: bool) -> Target:
 
 
 def _override(values: dict[str, Any]) -> Override:
-    """`force` and `reason` come together or not at all (`force: false` alone is none)."""
-    force, reason = values.get("force", False), values.get("reason")
-    if force and reason is None:
-        _refuse("'reason' is required with 'force': say why.", "reason", "required with force")
-    if reason is not None and not force:
-        _refuse("'reason' goes with 'force': true.", "force", "must be true with a reason")
-    return Override(force, reason)
+    """`force` and `reason` come together or not at all (`force: false` alone is none), as
+    inventory.parse_override says for every door that takes them."""
+    reason = inventory.parse_override(values.get("force"), values.get("reason"))
+    return Override(reason is not None, reason)
 
 
 def _refuse(message: str, field: str, why: str) -> None:
