@@ -81,6 +81,7 @@ def _allocations(url: str, runs: int) -> tuple[float, float, float]:
             crud.create(operator, DDI, rows)
             reference.append(time.perf_counter() - started)
             db.session.remove()
+        db.engine.dispose()  # the scratch copy is dropped next: no session may stay on it
     return p95(took), p95(reference), statistics.median(took)
 
 
