@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from pydantic import TypeAdapter, with_config
@@ -20,7 +21,6 @@ from ...models import Number
 from ...wording import counted
 from .. import inventory
 from ..fields import STRICT, TYPES, Bounded, validated
-from ..history import intervals
 from ..records import crud, ddis
 from ..records.kinds import DDI
 from . import answers, picking, requests
@@ -125,12 +125,14 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
     with write_transaction() as session:
         crud.require_companies_exist(session, [wanted.company])
 
+        taken: dict[inventory.Key, Any] = {}
+
         def picked() -> list[dict[str, str]]:
             # Extensions count up in number order, whichever tier each number came from.
-            keys = sorted(_pick(wanted))
+            taken.update(((r.dialcode, r.number), r) for r in _pick(wanted))
             return [
                 {"dialcode": d, "number": n, "virt_exten": e, "company": wanted.company}
-                for (d, n), e in zip(keys, extens, strict=True)
+                for (d, n), e in zip(sorted(taken), extens, strict=True)
             ]
 
         rows = crud.put_in_service(
@@ -142,12 +144,11 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
             reason=wanted.reason,
             detail="allocate",
         )
-        numbers = _stored(_keys(rows))
         on = inventory.today()
         return [
             answers.answer(
                 principal,
-                numbers[(r["dialcode"], r["number"])],
+                _in_service(taken[(r["dialcode"], r["number"])]),
                 on,
                 company=r["company"],
                 virt_exten=r["virt_exten"],
@@ -156,28 +157,22 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
         ]
 
 
-def _stored(keys: list[inventory.Key]) -> dict[inventory.Key, Number]:
-    """The inventory rows of `keys` as they are now (the change path updated them in SQL)."""
-    found: dict[inventory.Key, Number] = {}
-    by_dialcode: dict[str, list[str]] = {}
-    for dialcode, number in keys:
-        by_dialcode.setdefault(dialcode, []).append(number)
-    for dialcode, numbers in by_dialcode.items():
-        for chunk in intervals.chunks(numbers):
-            query = (
-                select(Number)
-                .where(Number.dialcode == dialcode, Number.number.in_(chunk))
-                .execution_options(populate_existing=True)
-            )
-            found.update(((r.dialcode, r.number), r) for r in db.session.scalars(query))
-    return found
+def _in_service(row: Number) -> SimpleNamespace:
+    """A picked number as the allocation left it: in service, held for no one (the change
+    path wrote that in SQL; its other columns, the description and the previous company, are
+    as picked)."""
+    return SimpleNamespace(
+        dialcode=row.dialcode,
+        number=row.number,
+        state=inventory.IN_SERVICE,
+        held_for=None,
+        held_until=None,
+        description=row.description,
+        previous_company=row.previous_company,
+    )
 
 
-def _keys(rows: list[dict[str, str]]) -> list[inventory.Key]:
-    return [(r["dialcode"], r["number"]) for r in rows]
-
-
-def _pick(wanted: Allocation) -> list[inventory.Key]:
+def _pick(wanted: Allocation) -> list[Number]:
     """The numbers to take, locked: the company's reservations, then the available numbers
     (picking.pick: lowest first, skipping what other writers hold), then, overriding, the
     holds of other companies. Conflict if too few."""
@@ -186,32 +181,31 @@ def _pick(wanted: Allocation) -> list[inventory.Key]:
     where = (session, wanted.dialcode, wanted.prefix)
     rows = picking.pick(*where, wanted.count, on, reserved_for=wanted.company)
     rows += picking.pick(*where, wanted.count - len(rows), on)
-    keys = [(r.dialcode, r.number) for r in rows]
-    if len(keys) < wanted.count and wanted.reason is not None:
-        keys += _held_for_others(wanted, wanted.count - len(keys), on)
-    if len(keys) < wanted.count:
+    if len(rows) < wanted.count and wanted.reason is not None:
+        rows += _held_for_others(wanted, wanted.count - len(rows), on)
+    if len(rows) < wanted.count:
         there = _available(wanted, on)
         raise Conflict(
             f"Only {counted(there, 'number')} can be allocated there; nothing was allocated.",
             {"count": f"{there} available"},
             code="not_enough_numbers",
         )
-    return keys
+    return rows
 
 
-def _held_for_others(wanted: Allocation, need: int, on: date) -> list[inventory.Key]:
+def _held_for_others(wanted: Allocation, need: int, on: date) -> list[Number]:
     """Up to `need` numbers held for other companies (reserved or aging), lowest first,
     locked (skipping those other writers hold): what a forced allocation may go on to."""
     n = Number
     others = or_(n.state == inventory.AGING, n.held_for != wanted.company)
     query = (
-        select(n.dialcode, n.number)
+        select(n)
         .where(*_matching(wanted), n.state.in_(inventory.HELD), n.held_until >= on, others)
         .order_by(n.dialcode, n.number)
         .limit(need)
         .with_for_update(skip_locked=True)
     )
-    return [(d, num) for d, num in db.session.execute(query)]
+    return list(db.session.scalars(query))
 
 
 def _matching(wanted: Allocation) -> list[ColumnElement[bool]]:
