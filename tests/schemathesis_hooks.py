@@ -58,6 +58,8 @@ def _report_query(query: dict) -> None:
 def _int(value) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if isinstance(value, float) and value.is_integer():  # JSON's 1873.0 is the integer 1873
+        return int(value)
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else None
 
 

@@ -8,7 +8,7 @@ import json
 from typing import Annotated, Any, Literal, NotRequired, get_args
 
 from flask import current_app, jsonify, request
-from pydantic import Field
+from pydantic import ConfigDict, Field
 from typing_extensions import TypedDict
 from werkzeug.exceptions import UnsupportedMediaType
 
@@ -27,13 +27,31 @@ from .blueprint import bp
 # a redirect would answer with HTML.
 
 
-def _body(name: str, doc: str, kind: str, **members: Any) -> Any:
-    """A request body: its `type` and `members`, a member that may be null also absent."""
+def _body(name: str, doc: str, kind: str, rules: dict[str, Any] | None = None, **members: Any):
+    """A request body: its `type` and `members`, a member that may be null also absent;
+    `rules`, what JSON Schema says across its members (added to its schema as they are)."""
     fields = {k: NotRequired[t] if type(None) in get_args(t) else t for k, t in members.items()}
     typed_dict: Any = TypedDict  # a model made from data: the type checker cannot follow it
     model = typed_dict(name, {"type": Literal.__getitem__(kind), **fields})
-    model.__doc__, model.__pydantic_config__ = doc, STRICT
+    config = STRICT if rules is None else ConfigDict(**STRICT, json_schema_extra=rules)
+    model.__doc__, model.__pydantic_config__ = doc, config
     return model
+
+
+# An override's two members come together (inventory.parse_override): a reason only with
+# "force": true, and "force": true only with a reason.
+OVERRIDE_RULES = {
+    "allOf": [
+        {
+            "if": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+            "then": {"properties": {"force": {"const": True}}, "required": ["force"]},
+        },
+        {
+            "if": {"properties": {"force": {"const": True}}, "required": ["force"]},
+            "then": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+        },
+    ]
+}
 
 
 def _record_bodies(kind: Kind) -> dict[str, Any]:
@@ -65,6 +83,7 @@ def _record_bodies(kind: Kind) -> dict[str, Any]:
             f"Create{name}Request",
             f"The body of createRecords for {label}.",
             kind.name,
+            rules=OVERRIDE_RULES if kind.numbered else None,
             values=Annotated[record | batch, Field(description=rows)],
             **override,
         ),
