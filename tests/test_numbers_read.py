@@ -652,5 +652,11 @@ def test_a_company_admins_read_is_ranges_of_its_ddis_and_reservations(world, sta
     query = read.Query(after=CURSOR)
     plan = plan_of(read.page_statement(principal_of(world, "cadmin2"), query, inventory.today()))
     # Per company: its DDIs in key order, and its reservations.
-    assert plan.count("ix_ddis_company_dialcode_number") == 2, plan
-    assert plan.count("ix_numbers_held_for") == 2, plan
+    if db.engine.dialect.name == "sqlite":  # the service steers SQLite to the company's ranges
+        assert plan.count("ix_ddis_company_dialcode_number") == 2, plan
+        assert plan.count("ix_numbers_held_for") == 2, plan
+    else:
+        # PostgreSQL picks among bounded index ranges of these few rows as its statistics say
+        # (the company's DDIs, or the key range with the company as a filter; seen both ways
+        # in CI): for each company's two parts an index scan, never a pass over a table.
+        assert plan.count("Index Scan") >= 4 and "Seq Scan" not in plan, plan
