@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from pydantic import TypeAdapter, with_config
@@ -148,28 +147,13 @@ def allocate(principal: Principal, body: Any) -> list[dict[str, Any]]:
         return [
             answers.answer(
                 principal,
-                _in_service(taken[(r["dialcode"], r["number"])]),
+                answers.moved(taken[(r["dialcode"], r["number"])], inventory.IN_SERVICE),
                 on,
                 company=r["company"],
                 virt_exten=r["virt_exten"],
             )
             for r in rows
         ]
-
-
-def _in_service(row: Number) -> SimpleNamespace:
-    """A picked number as the allocation left it: in service, held for no one (the change
-    path wrote that in SQL; its other columns, the description and the previous company, are
-    as picked)."""
-    return SimpleNamespace(
-        dialcode=row.dialcode,
-        number=row.number,
-        state=inventory.IN_SERVICE,
-        held_for=None,
-        held_until=None,
-        description=row.description,
-        previous_company=row.previous_company,
-    )
 
 
 def _pick(wanted: Allocation) -> list[Number]:

@@ -4,6 +4,7 @@ construction for read, reserve and allocate."""
 from __future__ import annotations
 
 from datetime import date
+from types import SimpleNamespace
 from typing import Any
 
 from ...access import Principal
@@ -20,6 +21,22 @@ FIELDS = (
     "aging_until",
     "previous_company",
 )
+
+
+def moved(
+    row: Any, state: str, held_for: str | None = None, held_until: date | None = None
+) -> SimpleNamespace:
+    """`row` as a move left it, for `answer`: the move updated the stored row in SQL, past the
+    loaded object, and changed only its state and hold; the rest is as loaded."""
+    return SimpleNamespace(
+        dialcode=row.dialcode,
+        number=row.number,
+        state=state,
+        held_for=held_for,
+        held_until=held_until,
+        description=row.description,
+        previous_company=row.previous_company,
+    )
 
 
 def answer(

@@ -202,15 +202,7 @@ def _set(
 
 def _as_reserved(row: Number, company: str, until: date) -> SimpleNamespace:
     """The row as the reservation left it (the update bypassed the loaded object)."""
-    return SimpleNamespace(
-        dialcode=row.dialcode,
-        number=row.number,
-        state=inventory.RESERVED,
-        held_for=company,
-        held_until=until,
-        description=row.description,
-        previous_company=row.previous_company,
-    )
+    return answers.moved(row, inventory.RESERVED, company, until)
 
 
 def _reserved(row: Number, state: str, reason: str | None, company: str, until: date) -> AuditData:
