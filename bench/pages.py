@@ -69,6 +69,10 @@ NUMBER_QUERY = "4567"  # the number search: digits found anywhere in a number
 # fragment, a username's start.
 SEARCHES = ["/search?q=%2B44+10000", "/search?q=4042", "/search?q=company+c001", "/search?q=u12"]
 # A Company-Admin's: its one company alone would open (303), so numbers and usernames only.
+# The stock (docs/numbers.md): available numbers from 44 2071000000 on, as many as the data
+# set's DDIs (whose numbers the generator writes from 44 1000000001 on), RESERVED of them
+# reserved for the largest company.
+STOCK_DIALCODE, STOCK_FIRST, RESERVED = "44", "2071000000", 1_000
 ADMIN_SEARCHES = ["/search?q=%2B44+10", "/search?q=u1"]
 
 
@@ -92,6 +96,7 @@ class Subjects:
     small_company: str  # the last company by identifier: among the smallest (bench.generate)
     closed: tuple[int, int]  # (year, month): the last ended month, closed for the run
     webhook: int  # a webhook made for the run (its pages), deleted after it
+    reserved: str  # a number of STOCK_DIALCODE reserved for `company` (its page)
 
 
 def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
@@ -137,6 +142,7 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
         today = periods.today_in(periods.zone(app.config["REPORT_TIMEZONE"]))
         month, year = last_closed_month(today)
         _close_for_the_run(Principal.cli(CLOSER), year, month)
+        stocked = _stock_for_the_run(operator, company)
         hook, _secret = webhooks.create(Principal.cli(CLOSER), WEBHOOK_URL, (), [company])
         webhook = hook.id
         db.session.remove()
@@ -147,8 +153,63 @@ def _prepare(database_url: str) -> tuple[Subjects, MapAdapter]:
         small or company,
         (year, month),
         webhook,
+        stocked,
     )
     return subjects, app.url_map.bind("127.0.0.1")
+
+
+def _stock_for_the_run(operator, company: str) -> str:
+    """The stock the lifecycle's pages are measured with (docs/numbers.md): as many available
+    numbers as the data set has DDIs (1,000,000 at full size), STOCK_DIALCODE STOCK_FIRST on,
+    of which RESERVED are reserved for the largest company. Made through the services on the
+    first run and kept (a later run finds them and adds nothing but an expired reservation's
+    renewal); returns the first reserved number."""
+    from sqlalchemy import func, select
+
+    from webapp.extensions import db
+    from webapp.models import Ddi, Number
+    from webapp.services import inventory
+    from webapp.services.numbers import reserving, stock
+    from webapp.services.numbers.stock import Entry
+
+    wanted = db.session.scalar(select(func.count()).select_from(Ddi)) or 0
+    first = int(STOCK_FIRST)
+    have = db.session.scalar(
+        select(func.count())
+        .select_from(Number)
+        .where(
+            Number.dialcode == STOCK_DIALCODE,
+            Number.number >= STOCK_FIRST,
+            Number.number < str(first + wanted),
+        )
+    )
+    db.session.rollback()
+    if not have:
+        width = len(STOCK_FIRST)
+
+        def chunks():
+            for start in range(0, wanted, stock.CHUNK):
+                yield [
+                    Entry("block", STOCK_DIALCODE, f"{first + i:0{width}d}")
+                    for i in range(start, min(wanted, start + stock.CHUNK))
+                ]
+
+        stock.write(operator, chunks)
+    on = inventory.today()
+    held = select(Number.number).where(
+        Number.dialcode == STOCK_DIALCODE,
+        Number.held_for == company,
+        Number.state == inventory.RESERVED,
+        Number.held_until >= on,
+    )
+    reserved = db.session.scalars(held.order_by(Number.number).limit(1)).first()
+    db.session.rollback()
+    if reserved is None:
+        count = min(RESERVED, max(1, wanted // 10))
+        scope = {"dialcode": STOCK_DIALCODE, "prefix": STOCK_FIRST[:4], "count": count}
+        taken = reserving.reserve(operator, {"scope": scope, "values": {"company": company}})
+        reserved = taken[0]["number"]
+    return reserved
 
 
 def _close_for_the_run(operator, year: int, month: int) -> None:
@@ -207,8 +268,23 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/ddis?q={NUMBER_QUERY}",
         f"/ddis?sort=virt_exten&company={c}",
     ]
+    # The lifecycle's pages on the stock (_stock_for_the_run): the list by state, and by
+    # state and a prefix of the stock; a reserved number's page.
+    reserved_page = f"/ddis/{STOCK_DIALCODE}/{s.reserved}"
+    stock_prefix = STOCK_FIRST[:5]
+    states = [
+        "/ddis?state=reserved",
+        f"/ddis?state=reserved&company={c}",
+        reserved_page,
+    ]
     system_admin = [
         *records,
+        *states,
+        "/ddis?state=available",
+        f"/ddis?state=available&dialcode={STOCK_DIALCODE}&number={stock_prefix}",
+        f"/ddis?state=all&dialcode={STOCK_DIALCODE}&number={stock_prefix}",
+        "/ddis/stock",
+        f"/ddis/free?dialcode={STOCK_DIALCODE}&prefix={stock_prefix}&count=100",
         "/ddis/new",
         "/users/new",
         edit,
@@ -254,6 +330,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
     ]
     company_admin = [
         *records,
+        *states,
         "/users/new",
         edit,
         ddi_page,

@@ -41,12 +41,14 @@ def test_a_connection_the_server_ended_is_replaced_at_checkout(migrated, test_co
 def test_insert_rows_stores_what_a_core_insert_stores(app):
     """database.insert_rows writes past SQLAlchemy's statement layer (COPY on PostgreSQL, the
     driver's executemany on SQLite); the stored text must be the Core insert's, byte for byte
-    (a timestamp without its microseconds would sort wrongly as text on SQLite)."""
+    (a timestamp without its microseconds would sort wrongly as text on SQLite). A value
+    object several rows share (one instant, one `after`) is stored for each as for the first."""
     from datetime import datetime
 
     from webapp.database import insert_rows, write_transaction
     from webapp.models import AuditEntry
 
+    first, shared = datetime(2026, 3, 1), {"a": "é", "n": None}
     rows = [
         {
             "at": at,
@@ -57,11 +59,16 @@ def test_insert_rows_stores_what_a_core_insert_stores(app):
             "company": None,
             "other_company": None,
             "before": before,
-            "after": {"a": "é", "n": None},
+            "after": after,
             "detail": None,
         }
-        for i, (at, before) in enumerate(
-            [(datetime(2026, 3, 1), None), (datetime(2026, 3, 1, 1, 2, 3, 45), {"k": "v"})]
+        for i, (at, before, after) in enumerate(
+            [
+                (first, None, shared),
+                (datetime(2026, 3, 1, 1, 2, 3, 45), {"k": "v"}, {"a": "é", "n": None}),
+                (first, shared, shared),
+                (datetime(2026, 3, 1), {"k": "v"}, {"other": 1}),
+            ]
         )
     ]
     with write_transaction() as session:
@@ -82,7 +89,7 @@ def test_insert_rows_stores_what_a_core_insert_stores(app):
     ).all()
     fast = {s[0][1:]: tuple(s[1:]) for s in stored if s[0].startswith("t")}
     core = {s[0][4:]: tuple(s[1:]) for s in stored if s[0].startswith("core")}
-    assert fast == core and len(fast) == 2
+    assert fast == core and len(fast) == 4
 
 
 def _modes(folder: Path) -> dict[str, int]:
