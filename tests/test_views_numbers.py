@@ -191,7 +191,7 @@ def test_a_number_stocked_meanwhile_refuses_the_apply_and_writes_nothing(world):
     answer = client.post("/ddis/stock/block/apply", data=block)
     assert answer.status_code == 409
     shown = page(answer)
-    assert "44:2070000003 is already in the inventory" in text(shown, "#preview-message")
+    assert "+44 2070000003 is already in the inventory" in text(shown, "#preview-message")
     assert text(shown, "#stock-existing-count") == "1"  # the preview as of now
     assert snapshot() == before and list(numbers()) == ["44:2070000003"]
 
@@ -244,7 +244,7 @@ def test_file_with_bad_lines_lists_them_and_keeps_nothing(world):
     listed = [li.get_text(strip=True) for li in form.select("#file-problems li")]
     assert listed == [
         "line 3: number '20712x' must be 1 to 15 digits",
-        "line 4: 44:2071230000 repeats line 2",
+        "line 4: +44 2071230000 repeats line 2",
         "line 5: expected 2 columns, found 3",
     ]
     assert snapshot() == before and db.session.scalar(select(ImportPreview.id)) is None
@@ -264,7 +264,7 @@ def test_file_with_an_existing_number_names_its_line(world):
     assert refused.status_code == 409 and numbers() == before
     shown = page(refused)
     assert text(shown, "#preview-message") == (
-        "The number 44:2071230001 is already in the inventory; nothing was stocked."
+        "The number +44 2071230001 is already in the inventory; nothing was stocked."
     )
     assert text(shown, "#stock-existing-count") == "1"
 
@@ -463,3 +463,19 @@ def test_actions_need_the_csrf_token_and_a_valid_search(stocked):
     assert edited.status_code == 400
     assert "from 1 to 10,000" in text(page(edited), "#count-error")
     assert snapshot() == before and numbers() == stored
+
+
+def test_with_htmx_the_count_follows_the_fields(stocked):
+    """The search form reloads only the results region as the fields change (hx-select), and
+    the count line is what static/app.js reads out; a wrong field leaves a note there."""
+    client = stocked.browser("root")
+    form = page(client.get("/ddis/free")).select_one("#find-form")
+    assert form["hx-target"] == "#free-results" and form["hx-select"] == "#free-results"
+    assert form["hx-trigger"].startswith("input") and form["method"] == "get"
+    headers = {"HX-Request": "true"}
+    region = page(find(client, count="4")).select_one("#free-results")
+    assert "10 numbers" in text(region, "[data-announce]")
+    swapped = client.get("/ddis/free?dialcode=44&prefix=2071&count=", headers=headers)
+    assert swapped.status_code == 400
+    region = page(swapped).select_one("#free-results")
+    assert region.select_one("#found") is None and region.select_one("#fix-fields") is not None

@@ -7,6 +7,7 @@ allocate.py); this module reads the forms and the upload and renders what they a
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +30,16 @@ from .forms import form_error
 from .imports import FORM_OVERHEAD, drain
 
 bp = Blueprint("numbers", __name__)
+# A number as the services' messages name it, by its key ('44:2071230000 exists'): the pages
+# write it as every page does, "+44 2071230000" (wording.ddi_number).
+KEY = re.compile(r"\b([0-9]{1,7}):([0-9]{1,15})\b")
+
+
+def shown(message: str) -> str:
+    """A service's message as these pages show it: every number written "+44 2071230000"."""
+    return KEY.sub(lambda m: wording.ddi_number(m[1], m[2]), message)
+
+
 STOCKED = "numbers.stocked"  # the session's note of the last stock, shown once by /ddis/stock
 
 
@@ -93,7 +104,10 @@ def _preview_page(
     """A preview: a block's (its fields go again, hidden, with Apply) or a kept file's."""
     return (
         render_template(
-            "numbers/stock_preview.html", preview=preview, block=block, message=message
+            "numbers/stock_preview.html",
+            preview=preview,
+            block=block,
+            message=shown(message) if message else None,
         ),
         status,
     )
@@ -193,11 +207,10 @@ def stock_file_preview():
     except ServiceError as exc:
         if exc.status not in (400, 413):
             raise
-        form.file.errors = [exc.message]
+        form.file.errors = [shown(exc.message)]
         several = isinstance(exc, FileRejected) and exc.total > 1
-        return _stock_page(
-            upload=form, status=exc.status, problems=exc.problems if several else None
-        )
+        problems = [shown(problem) for problem in exc.problems] if several else None
+        return _stock_page(upload=form, status=exc.status, problems=problems)
     return redirect(url_for("numbers.stock_file_show", preview_id=preview.id), 303)
 
 
@@ -318,6 +331,7 @@ def _act(form: ReserveForm | AllocateForm, which: str, take, done):
         status = form_error(form, exc)
         if exc.code == "not_enough_numbers":  # its message says how many there are
             form.form_errors = [exc.message]
+        form.form_errors = [shown(e) for e in form.form_errors]
         # The search as of now: what is free after whatever took numbers meanwhile.
         return _free_page(find, free.find_free(p, found.search), status=status, **forms)
     flash(done(taken, company), "success")
