@@ -16,7 +16,7 @@ from webapp.extensions import db
 from webapp.models import AuditEntry, Ddi, ImportPreview, Number
 from webapp.services import inventory
 from webapp.services.imports import ddi_import
-from webapp.services.numbers import reserving, stock, stock_previews
+from webapp.services.numbers import free, reserving, stock, stock_previews
 
 from .factories import ACME, GLOBEX, snapshot
 
@@ -479,3 +479,13 @@ def test_with_htmx_the_count_follows_the_fields(stocked):
     assert swapped.status_code == 400
     region = page(swapped).select_one("#free-results")
     assert region.select_one("#found") is None and region.select_one("#fix-fields") is not None
+
+
+def test_find_counts_a_large_stock_only_so_far(stocked, monkeypatch):
+    """Counting stops at free.AT_MOST (past it the page says "more than"), so the page costs
+    the same whatever the stock's size."""
+    monkeypatch.setattr(free, "AT_MOST", 4)
+    found = page(find(stocked.browser("root"), count="2"))
+    assert text(found, "#found-head") == "Available: more than 4"
+    assert text(found, "#found-summary").startswith("More than 4 numbers starting +44 2071")
+    assert len(found.select("#free-numbers li")) == 2

@@ -114,7 +114,8 @@ def count_free(session: Session, dialcode: str, prefix: str, on: date, at_most: 
     no more than `at_most` index entries per range. Read only, nothing locked."""
     total = 0
     for condition in _ranges(dialcode, prefix, on, None):
-        ids = select(Number.id).where(condition).limit(at_most - total).subquery()
+        # The number, not the id: a column of the index, so PostgreSQL counts from it alone.
+        ids = select(Number.number).where(condition).limit(at_most - total).subquery()
         total += int(session.scalar(select(func.count()).select_from(ids)) or 0)
         if total >= at_most:
             return at_most
