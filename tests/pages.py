@@ -5,7 +5,7 @@ practices) at desktop and phone width, nor a page wider than a phone (tests/brow
 A new page is one more line in PAGES. Paths are str.format templates: `{token}` (the
 System-Admin's API token id), `{preview}` (an import preview of the System-Admin's),
 `{webhook}` (a webhook with delivery attempts) and `{today}` (ISO date) are filled in by
-`page_paths`; the records they name are made by
+`page_paths`, and `{stock_preview}` (a stock file's preview); the records they name are made by
 `add_page_records`.
 """
 
@@ -18,10 +18,11 @@ from sqlalchemy import select
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import Account, ApiToken, ImportPreview, Webhook, WebhookAttempt
+from webapp.models import STOCK_PREVIEW, Account, ApiToken, ImportPreview, Webhook, WebhookAttempt
 from webapp.services.billing import month_close
 from webapp.services.events import webhooks
 from webapp.services.imports import import_previews
+from webapp.services.numbers import stock, stock_previews
 
 from .factories import ACME, World, add_history
 
@@ -29,6 +30,7 @@ DIALCODE, NUMBER = "44", "2071000001"
 PHONE_USER = "alice"
 ACCOUNT = "cadmin"  # an account of the world, for the per-account admin pages
 DDI = f"/ddis/{DIALCODE}/{NUMBER}"
+FREE_PREFIX = "2079"  # numbers of the stock (available), for the free numbers' page
 USER = f"/users/{ACME}/{PHONE_USER}"
 
 # A month the page records close (its close and reopen pages, its changes since), and an
@@ -48,6 +50,10 @@ PAGES: dict[str, str] = {
     "delete DDI":                f"{DDI}/delete",
     "import DDIs":               "/ddis/import",
     "import preview":            "/ddis/import/{preview}",
+    "stock numbers":             "/ddis/stock",
+    "stock preview":             "/ddis/stock/file/{stock_preview}",
+    "find free numbers":         "/ddis/free",
+    "free numbers found":        f"/ddis/free?dialcode={DIALCODE}&prefix={FREE_PREFIX}&count=3",
     "phone users":               "/users",
     "phone user page":           USER,
     "new phone user":            "/users/new",
@@ -125,6 +131,11 @@ def add_page_records(world: World) -> None:
     # A preview that moves the DDI and creates one, so every section of the page shows.
     content = f"dialcode,number,virt_exten,company\n{DIALCODE},{NUMBER},100,globex\n1,2,3,acme\n"
     import_previews.create(Principal.from_account(root, "ui"), "page.csv", content.encode())
+    # Stock numbers, and a stock file's preview naming one of them, so every section shows.
+    block = {"dialcode": DIALCODE, "first": f"{FREE_PREFIX}000000", "count": 5}
+    stock.stock(Principal.cli(), {"block": block})
+    content = f"dialcode,number\n{DIALCODE},{FREE_PREFIX}000004\n{DIALCODE},{FREE_PREFIX}000005\n"
+    stock_previews.preview_file(Principal.from_account(root, "ui"), "stock.csv", content.encode())
     # A closed month with a change since its close, so the changes table shows.
     month_close.close_month(Principal.cli(), month_close.MonthRequest(CLOSED[1], CLOSED[0]))
     add_history(("ddi", ACME, "44:99", datetime(2025, 9, 3), datetime(2025, 9, 4)))
@@ -171,15 +182,20 @@ def page_paths(username: str = "root") -> dict[str, str]:
         select(ApiToken.id).join(Account).where(Account.username == username).limit(1)
     )
     db.session.rollback()
-    preview = db.session.scalar(
-        select(ImportPreview.id).join(Account).where(Account.username == username).limit(1)
+    previews = dict(
+        db.session.execute(
+            select(ImportPreview.fingerprint == STOCK_PREVIEW, ImportPreview.id)
+            .join(Account)
+            .where(Account.username == username)
+        ).all()
     )
     db.session.rollback()
     webhook = db.session.scalar(select(Webhook.id).order_by(Webhook.id).limit(1))
     db.session.rollback()
     values = {
         "token": token,
-        "preview": preview,
+        "preview": previews.get(False),
+        "stock_preview": previews.get(True),
         "webhook": webhook,
         "today": datetime.now(UTC).date().isoformat(),
     }

@@ -448,12 +448,18 @@ Record = Ddi | PhoneUser
 RecordModel = type[Ddi] | type[PhoneUser]
 
 
+# The fingerprint of an ImportPreview that is a stock file (a plan's is 64 hex digits).
+STOCK_PREVIEW = "stock"
+
+
 class ImportPreview(Model):
     """An uploaded DDI import waiting for its confirmation (services/imports/import_previews.py).
 
     The file is kept here, not on the web server's disk, so the confirmation may reach any
     worker or host. `fingerprint` is the plan the account was last shown: confirming applies
     the file only while the plan is still that one. Deleted when applied; a day old, purged.
+    A file waiting to be stocked (services/numbers/stock_previews.py) is kept here too, its
+    `fingerprint` STOCK_PREVIEW: it is no DDI import, and the import's page does not show it.
     """
 
     __tablename__ = "import_previews"

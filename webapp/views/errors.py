@@ -107,7 +107,7 @@ HANDLERS: dict[type[Exception], Callable[[Any], ResponseReturnValue]] = {
 
 # The pages that take a file: they read the upload themselves, under their own size limit
 # (reading it here would apply the app's 1 MiB), and check the file's content.
-UPLOAD_ENDPOINTS = frozenset({"imports.upload"})
+UPLOAD_ENDPOINTS = frozenset({"imports.upload", "numbers.stock_file_preview"})
 
 
 def refuse_unreadable_input():

@@ -35,7 +35,7 @@ class UploadForm(FlaskForm):
     file = FileField("CSV file")
 
 
-def _drain() -> None:
+def drain() -> None:
     """Read the refused body to its end (up to DRAIN_AT_MOST): straight from the server's
     input, whose length the request's own (refusing) limit would not let it read."""
     raw = request.environ["wsgi.input"]
@@ -81,7 +81,7 @@ def upload():
         allow_body(limit)
         form = UploadForm()
     except RequestEntityTooLarge:
-        _drain()
+        drain()
         form = UploadForm(formdata=None)
         form.file.errors = [import_previews.too_large_message()]
         return _upload_page(form, 413)

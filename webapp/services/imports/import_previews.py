@@ -17,7 +17,7 @@ from ...access import Principal
 from ...database import utcnow, write_transaction
 from ...errors import Invalid, NotFound, TooLarge
 from ...extensions import db
-from ...models import ImportPreview
+from ...models import STOCK_PREVIEW, ImportPreview
 from . import ddi_import
 
 KEPT_FOR = timedelta(days=1)
@@ -75,6 +75,7 @@ def _load(principal: Principal, preview_id: str) -> ImportPreview:
     row = db.session.get(ImportPreview, preview_id)
     if (
         row is None
+        or row.fingerprint == STOCK_PREVIEW  # a file to stock, not to import
         or row.account_id != principal.account_id
         or row.created_at < (utcnow() - KEPT_FOR)
     ):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.orm import Session
 
 from ...database import one_of, upper_bound
@@ -105,3 +105,27 @@ def _candidates(
         )
         found += [(i, number) for i, number in session.execute(query)]
     return sorted(found, key=lambda c: c[1])[:need]
+
+
+def count_free(session: Session, dialcode: str, prefix: str, on: date, at_most: int) -> int:
+    """How many numbers of `dialcode` starting with `prefix` are available on day `on` (a hold
+    past its last day included), counted up to `at_most` (a count of `at_most` means at
+    least that many): each of the ranges `pick` reads, stopped there, so a large stock costs
+    no more than `at_most` index entries per range. Read only, nothing locked."""
+    total = 0
+    for condition in _ranges(dialcode, prefix, on, None):
+        # The number, not the id: a column of the index, so PostgreSQL counts from it alone.
+        ids = select(Number.number).where(condition).limit(at_most - total).subquery()
+        total += int(session.scalar(select(func.count()).select_from(ids)) or 0)
+        if total >= at_most:
+            return at_most
+    return total
+
+
+def lowest_free(session: Session, dialcode: str, prefix: str, count: int, on: date) -> list[str]:
+    """The `count` lowest numbers `pick` would take now (fewer when fewer are free), without
+    locking them: what a page shows before a reserve or an allocation picks for itself."""
+    return [
+        number
+        for _, number in _candidates(session, _ranges(dialcode, prefix, on, None), count, None)
+    ]

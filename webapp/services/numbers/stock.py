@@ -250,8 +250,9 @@ def _row(entry: Entry, now: datetime) -> dict[str, Any]:
     }
 
 
-def _refuse_existing(session: Session, chunk: list[Entry]) -> None:
-    """A Conflict naming the first few numbers of `chunk` already in the inventory, if any."""
+def existing(session: Session, chunk: list[Entry]) -> list[Entry]:
+    """The entries of `chunk` whose number is already in the inventory (any state), in the
+    chunk's order: read only, nothing locked."""
     wanted: dict[str, list[str]] = {}
     for entry in chunk:
         wanted.setdefault(entry.dialcode, []).append(entry.number)
@@ -264,18 +265,23 @@ def _refuse_existing(session: Session, chunk: list[Entry]) -> None:
                 Number.dialcode == dialcode, one_of(session, Number.number, list(numbers))
             )
             found.update((dialcode, n) for n in session.scalars(query))
-    if not found:
+    return [e for e in chunk if (e.dialcode, e.number) in found] if found else []
+
+
+def _refuse_existing(session: Session, chunk: list[Entry]) -> None:
+    """A Conflict naming the first few numbers of `chunk` already in the inventory, if any."""
+    present = existing(session, chunk)
+    if not present:
         return
-    existing = [e for e in chunk if (e.dialcode, e.number) in found]
     named: dict[str, list[str]] = {}
-    for entry in existing[:NAMED]:
+    for entry in present[:NAMED]:
         named.setdefault(entry.label, []).append(entry.key)
     fields = {
         label: f"{', '.join(keys)} {'exists' if len(keys) == 1 else 'exist'}"
         for label, keys in named.items()
     }
-    more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+    more = f" (and {len(present) - 1} more)" if len(present) > 1 else ""
     raise Conflict(
-        f"The number {existing[0].key} is already in the inventory{more}; nothing was stocked.",
+        f"The number {present[0].key} is already in the inventory{more}; nothing was stocked.",
         fields,
     )

@@ -1,7 +1,8 @@
 """Stock from a CSV file (`flask numbers stock PATH.csv`; docs/numbers.md, "Stock"): header
 `dialcode,number` or `dialcode,number,description`, up to MAX_ROWS rows.
 
-The file is read twice as a stream, never held: once to check every line (a bad one rejects
+The file (on disk, or an upload's bytes: a Source opening it afresh each time) is read twice as
+a stream, never held: once to check every line (a bad one rejects
 the file naming its line, and nothing is written), once to write it in chunks through
 stock.write. Across the file only the keys seen are kept, as small integers, for the repeat
 check.
@@ -10,8 +11,9 @@ check.
 from __future__ import annotations
 
 import csv
+import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -25,6 +27,13 @@ HEADERS = (("dialcode", "number"), ("dialcode", "number", "description"))
 MAX_ROWS = 1_000_000
 MAX_PROBLEMS = 100  # problems a rejected file names; the rest are counted
 BOM = "\ufeff"
+# Opens the file afresh, as bytes, each time it is called: it is read more than once.
+Source = Callable[[], IO[bytes]]
+
+
+def bytes_source(data: bytes) -> Source:
+    """A source over an upload held in memory (the /ddis/stock page's)."""
+    return lambda: io.BytesIO(data)
 
 
 def stock_file(principal: Principal, path: Path) -> int:
@@ -36,9 +45,14 @@ def stock_file(principal: Principal, path: Path) -> int:
     digits'), writing nothing; then stock.write's guarantees (all or nothing, a 409 for a
     number already in the inventory, named by its line). Memory stays bounded: one chunk of
     rows at a time, and the keys seen as integers."""
+    return stock_source(principal, lambda: path.open("rb"))
+
+
+def stock_source(principal: Principal, source: Source) -> int:
+    """stock_file's guarantees, for the file `source` opens (e.g. an upload's bytes)."""
     principal.require_system_admin("stock numbers")
-    _check(path)
-    return stock.write(principal, lambda: _chunks(path))
+    check(source)
+    return stock.write(principal, lambda: entries(source))
 
 
 def _lines(binary: IO[bytes]) -> Iterator[str]:
@@ -50,10 +64,10 @@ def _lines(binary: IO[bytes]) -> Iterator[str]:
         yield text.removeprefix(BOM) if number == 1 else text
 
 
-def _rows(path: Path) -> Iterator[tuple[int, list[str] | str]]:
+def _rows(source: Source) -> Iterator[tuple[int, list[str] | str]]:
     """(line, cells) for each row after the header, blank lines skipped; (line, why) for a
     line the file cannot be read past, as the last item."""
-    with path.open("rb") as binary:
+    with source() as binary:
         reader = csv.reader(_lines(binary), strict=True)
         try:
             header = next(reader, None)
@@ -116,13 +130,14 @@ def _code(cells: list[str]) -> int:
     return int(dialcode + cells[1].strip()) * 8 + len(dialcode)
 
 
-def _check(path: Path) -> None:
-    """Every line of the file checked; FileRejected naming the problems, if any."""
+def check(source: Source) -> None:
+    """Every line of the file checked, nothing written: FileRejected naming the problems with
+    their lines (the first MAX_PROBLEMS, and how many in all), if any."""
     listed: list[tuple[int, str]] = []
     total = rows = 0
     seen: set[int] = set()
     repeats: dict[int, int] = {}  # index in `listed` -> the repeated key's code
-    for line, cells in _rows(path):
+    for line, cells in _rows(source):
         if isinstance(cells, str):
             found = [cells]
         else:
@@ -148,18 +163,20 @@ def _check(path: Path) -> None:
     if rows == 0 and not total:
         listed, total = [(1, "the file has no rows after its header")], 1
     if repeats:
-        _name_first_lines(path, listed, repeats)
+        _name_first_lines(source, listed, repeats)
     if total:
         raise FileRejected(listed, total)
 
 
-def _name_first_lines(path: Path, listed: list[tuple[int, str]], repeats: dict[int, int]) -> None:
+def _name_first_lines(
+    source: Source, listed: list[tuple[int, str]], repeats: dict[int, int]
+) -> None:
     """The line each repeated key first appears on, in place of the '?' of its problem: one
     more read, only for a file with repeats (keeping every key's line would cost far more
     memory than the set of keys)."""
     wanted = set(repeats.values())
     first: dict[int, int] = {}
-    for line, cells in _rows(path):
+    for line, cells in _rows(source):
         if isinstance(cells, list) and len(cells) > 1 and not _problems(cells):
             code = _code(cells)
             if code in wanted and code not in first:
@@ -169,10 +186,11 @@ def _name_first_lines(path: Path, listed: list[tuple[int, str]], repeats: dict[i
         listed[index] = (line, why.replace("line ?", f"line {first.get(code, '?')}"))
 
 
-def _chunks(path: Path) -> Iterator[list[Entry]]:
-    """The checked file's numbers, CHUNK at a time, each labelled by its line."""
+def entries(source: Source) -> Iterator[list[Entry]]:
+    """The numbers of a file `check` passed, stock.CHUNK at a time, each labelled by its line
+    ('line 7'); Conflict if the file no longer reads as it did."""
     chunk: list[Entry] = []
-    for line, cells in _rows(path):
+    for line, cells in _rows(source):
         if isinstance(cells, str) or len(cells) == 1:  # _check found none: the file changed
             raise Conflict(
                 f"The file changed while it was stocked (line {line}); nothing was "
