@@ -110,7 +110,8 @@ def page(
     cursor = None if after is None else tuple(after)
     queries = _queries(state, filters, q, limit, cursor)
     on = inventory.today()
-    statements = [s for s in (read.page_statement(principal, x, on) for x in queries) if s]
+    found = (read.page_statement(principal, x, on) for x in queries)
+    statements = [s for s in found if s is not None]
     if not statements:
         return NumberPage([], False, None)
     rows = db.session.execute(read.merged(statements, limit + 1)).all()
