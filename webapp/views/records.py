@@ -282,6 +282,36 @@ class BulkRetry:
         return [m for m in (self.error, self.company_error) if m]
 
 
+def _read_shown(
+    p: Principal, screen: Screen, state: dict[str, Any], picked: pickers.Picked
+) -> listing.Listing:
+    """The page the list shows: the DDIs (with their descriptions), or the numbers in another
+    state; Invalid for a state the account may not list or a filter it refuses."""
+    if screen.states:  # a state the account may not list is the form's message
+        browse.check_state(p, state["state"])
+    if picked.error:  # a company the picker does not know: its message and closest matches
+        raise Invalid(picked.error, {"company": picked.error})
+    if numbers_view(state):
+        return _read_numbers(p, state, PER_PAGE)
+    page = _read(p, screen, state, PER_PAGE)
+    return _described(p, page) if screen.states else page
+
+
+def _state_context(p: Principal, state: dict[str, Any]) -> dict[str, Any]:
+    """What the list's templates need of the state filter and the number bulk actions."""
+    numbers = numbers_view(state)
+    actions = number_bulk.actions_for(p, state["state"]) if numbers else ()
+    context: dict[str, Any] = {
+        "numbers_view": numbers,
+        "number_actions": actions,
+        "state_choices": [(s, browse.LABELS[s]) for s in browse.choices(p)] if p.is_admin else [],
+        "default_until": number_bulk.default_until() if actions else "",
+    }
+    if numbers:  # only the number actions' bulk form (services/numbers/bulk.py)
+        context["may_bulk"] = bool(actions)
+    return context
+
+
 def render_list(
     screen: Screen, args: MultiDict[str, str] | None = None, retry: BulkRetry | None = None
 ):
@@ -294,19 +324,12 @@ def render_list(
     picked = _company_filter(p, state)
     numbers = numbers_view(state)
     try:
-        if screen.states:  # a state the account may not list is the form's message
-            browse.check_state(p, state["state"])
-        if picked.error:  # a company the picker does not know: its message and closest matches
-            raise Invalid(picked.error, {"company": picked.error})
-        page = _read_numbers(p, state, PER_PAGE) if numbers else _read(p, screen, state, PER_PAGE)
-        if screen.states and not numbers:
-            page = _described(p, page)
+        page = _read_shown(p, screen, state, picked)
     except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
         p.require_admin()
         page, status = EMPTY, 400
         named = {SEARCH_LABEL if k == "q" else k: v for k, v in exc.fields.items()}
         error = "; ".join(f"{k}: {v}" for k, v in named.items()) or exc.message
-    number_actions = number_bulk.actions_for(p, state["state"]) if numbers else ()
     context = {
         "screen": screen,
         "page": page,
@@ -314,12 +337,9 @@ def render_list(
         "error": error,
         "per_page": PER_PAGE,
         "may_create": crud.may_create_delete(p, screen.kind),
-        "may_bulk": bool(number_actions) if numbers else bulk.may_move(p),
+        "may_bulk": bulk.may_move(p),
         "may_bulk_delete": bulk.may_delete(p),
-        "numbers_view": numbers,
-        "number_actions": number_actions,
-        "state_choices": [(s, browse.LABELS[s]) for s in browse.choices(p)] if p.is_admin else [],
-        "default_until": number_bulk.default_until() if number_actions else "",
+        **_state_context(p, state),
         "company_picked": picked,
         "search_label": SEARCH_LABEL,
         # Where the forms come back to, as the query string of their links ('' for the plain
