@@ -379,3 +379,22 @@ def test_a_company_admin_may_not_act_on_numbers(world):
     assert bulk(client, action="release", **data).status_code == 403
     assert bulk(client, action="reserve", to_company=ACME, **data).status_code == 403
     assert state_of(ACME_RESERVED) == "reserved" and snapshot() == before
+
+
+def test_a_changed_selection_is_confirmed_again(world, on):
+    """All matching: a number reserved for the company between the confirmation and its
+    button changes the selection (even if each number is still releasable): nothing is
+    released, and the confirmation shows the new count."""
+    client = world.browser("root")
+    data = {"scope": "all", "action": "release", "f_state": "reserved", "f_company": ACME}
+    confirm = bulk(client, back=f"/ddis?state=reserved&company={ACME}", **data)
+    assert soup(confirm).h1.get_text(strip=True) == "Release 1 number?"
+    stock("2071240009", state="reserved", held_for=ACME, held_until=on)
+    again = client.post("/ddis/bulk/apply", data=confirm_form(soup(confirm)))
+    assert again.status_code == 409
+    assert soup(again).h1.get_text(strip=True) == "Release 2 numbers?"
+    assert "selection changed" in soup(again).select_one("#bulk-error").get_text()
+    assert state_of(ACME_RESERVED) == "reserved"
+    done = client.post("/ddis/bulk/apply", data=confirm_form(soup(again)))
+    assert done.status_code == 303
+    assert state_of(ACME_RESERVED) == state_of("2071240009") == "available"
