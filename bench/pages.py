@@ -206,9 +206,22 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/ddis?company={c}",
         f"/ddis?q={NUMBER_QUERY}",
         f"/ddis?sort=virt_exten&company={c}",
+        # The list in another state (docs/pages.md, "State filter"): a Company-Admin's
+        # reservations, one range per company; the System-Admin's below.
+        "/ddis?state=reserved",
+    ]
+    # The stock (bench.numbers stocks a million numbers, when it has run) by state, by
+    # dialcode and prefix, and every state at once: each a keyset range of the page's size.
+    states = [
+        "/ddis?state=available",
+        f"/ddis?state=available&dialcode={dialcode}&number={number[:3]}",
+        "/ddis?state=aging",
+        f"/ddis?state=all&company={c}",
+        "/ddis?state=all",
     ]
     system_admin = [
         *records,
+        *states,
         "/ddis/new",
         "/users/new",
         edit,

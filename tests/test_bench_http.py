@@ -116,7 +116,7 @@ def test_page_scenarios_quick(bench_url, tmp_path, monkeypatch):
     assert any(n.startswith("page /admin/webhooks/") for n in names), names
     assert sum(n.startswith("page /search?q=") for n in names) == 6, names
     admin_rows = [r for r in results if " as Company-Admin of " in r.scenario]
-    assert len(admin_rows) == 19  # bench/pages.py, company_admin
+    assert len(admin_rows) == 20  # bench/pages.py, company_admin
     assert any(n.startswith("page /audit?target=%2B44+") for n in names), names
     assert not any("/reports/" in r.scenario or "/admin/" in r.scenario for r in admin_rows)
     for r in results:

@@ -293,7 +293,13 @@ def test_bulk_reserve_refusals_change_nothing(world, on):
     refused = bulk(
         client, key=f"44:{AVAILABLE[0]}", to_company=ACME, until=far, back=back, **common
     )
-    assert refused.status_code == 400 and "365 days" in soup(refused).select_one("#bulk-error").text
+    message = soup(refused).select_one("#bulk-error").text
+    assert refused.status_code == 400 and message == "Held until: at most 365 days ahead."
+    refused = bulk(
+        client, key=f"44:{AVAILABLE[0]}", to_company=ACME, until="31/12", back=back, **common
+    )
+    message = soup(refused).select_one("#bulk-error").text
+    assert message == "Held until: must be a date written YYYY-MM-DD."
     refused = bulk(client, key=f"44:{AVAILABLE[0]}", to_company="", back=back, **common)
     assert refused.status_code == 400 and "Company to reserve them for" in refused.get_data(True)
     # Taken by someone else between the confirmation and the confirm: nothing reserved.
@@ -345,7 +351,8 @@ def test_bulk_retire_aging_needs_a_reason(world):
     before = snapshot()
     data = {"scope": "selected", "action": "retire", "f_state": "aging", "key": f"44:{AGING}"}
     refused = bulk(client, back="/ddis?state=aging", **data)
-    assert refused.status_code == 400 and "reason" in soup(refused).select_one("#bulk-error").text
+    message = soup(refused).select_one("#bulk-error").text
+    assert refused.status_code == 400 and message == "Why they are retired while aging: required."
     assert state_of(AGING) == "aging" and snapshot() == before
     confirm = bulk(client, back="/ddis?state=aging", reason="returned to the carrier", **data)
     assert confirm.status_code == 200

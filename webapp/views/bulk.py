@@ -227,7 +227,7 @@ def _numbers(screen: Screen, apply: bool):
     except ServiceError as exc:
         if exc.status not in (400, 404, 409):
             raise
-        return _refused(screen, target, exc.message)
+        return _refused(screen, target, _number_message(exc))
     label = "number" if changed == 1 else "numbers"
     done = {
         "reserve": f"Reserved {changed:,} {label} for {choice.company}.",
@@ -236,6 +236,17 @@ def _numbers(screen: Screen, apply: bool):
     }[action]
     flash(done, "success")
     return redirect(_back(screen, target), 303)
+
+
+# The form's fields as the bulk bar labels them, for the service's messages about them.
+NUMBER_FIELDS = {"until": "Held until", "reason": "Why they are retired while aging"}
+
+
+def _number_message(exc: ServiceError) -> str:
+    """The refusal as the form words it: a field's problem by the field's label ("Held until:
+    at most 365 days ahead."), else the service's sentence."""
+    named = [f"{NUMBER_FIELDS[k]}: {v}." for k, v in exc.fields.items() if k in NUMBER_FIELDS]
+    return " ".join(named) or exc.message
 
 
 def _number_page(screen, target, choice, form, preview, error=None, status=200):

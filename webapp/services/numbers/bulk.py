@@ -112,7 +112,7 @@ def parse_until(text: str) -> date | None:
         except ValueError:
             pass
     why = "must be a date written YYYY-MM-DD"
-    raise Invalid(f"Until: {why}.", {"until": why})
+    raise Invalid(f"Held until: {why}.", {"until": why})
 
 
 def _check(principal: Principal, target: Target, choice: Choice) -> date | None:
