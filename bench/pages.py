@@ -267,21 +267,23 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
         f"/ddis?company={c}",
         f"/ddis?q={NUMBER_QUERY}",
         f"/ddis?sort=virt_exten&company={c}",
-    ]
-    # The lifecycle's pages on the stock (_stock_for_the_run): the list by state, and by
-    # state and a prefix of the stock; a reserved number's page.
-    reserved_page = f"/ddis/{STOCK_DIALCODE}/{s.reserved}"
-    stock_prefix = STOCK_FIRST[:5]
-    states = [
+        # The list in another state (docs/pages.md, "State filter"): a Company-Admin's
+        # reservations, one range per company; the System-Admin's below.
         "/ddis?state=reserved",
-        f"/ddis?state=reserved&company={c}",
-        reserved_page,
     ]
+    # The lifecycle's pages on the stock (_stock_for_the_run): the list by state, by
+    # dialcode and prefix, and every state at once, each a keyset range of the page's size;
+    # a reserved number's page.
+    stock_prefix = STOCK_FIRST[:5]
+    lifecycle = [f"/ddis?state=reserved&company={c}", f"/ddis/{STOCK_DIALCODE}/{s.reserved}"]
     system_admin = [
         *records,
-        *states,
+        *lifecycle,
         "/ddis?state=available",
         f"/ddis?state=available&dialcode={STOCK_DIALCODE}&number={stock_prefix}",
+        "/ddis?state=aging",
+        f"/ddis?state=all&company={c}",
+        "/ddis?state=all",
         f"/ddis?state=all&dialcode={STOCK_DIALCODE}&number={stock_prefix}",
         "/ddis/stock",
         f"/ddis/free?dialcode={STOCK_DIALCODE}&prefix={stock_prefix}&count=100",
@@ -330,7 +332,7 @@ def pages(s: Subjects) -> list[tuple[str, str, list[str]]]:
     ]
     company_admin = [
         *records,
-        *states,
+        *lifecycle,
         "/users/new",
         edit,
         ddi_page,

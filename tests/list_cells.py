@@ -24,8 +24,21 @@ def cell_values(td) -> tuple[str, ...]:
 
 def table_rows(page: BeautifulSoup) -> list[tuple[str, ...]]:
     """The data cells of every row of the list table (the last cell holds the actions), a
-    DDI's Number cell as its two fields."""
+    DDI's Number cell as its two fields; the number's state, held-until and description
+    cells are left out (number_info reads them)."""
     return [
-        tuple(v for td in tr.select("td:not(.tick-cell)")[:-1] for v in cell_values(td))
+        tuple(
+            v
+            for td in tr.select("td:not(.tick-cell):not(.number-info)")[:-1]
+            for v in cell_values(td)
+        )
+        for tr in page.select("table tbody tr")
+    ]
+
+
+def number_info(page: BeautifulSoup) -> list[dict[str, str]]:
+    """Each row's number-info cells (state, held until, description) by their heading."""
+    return [
+        {td["data-label"]: td.get_text(" ", strip=True) for td in tr.select("td.number-info")}
         for tr in page.select("table tbody tr")
     ]

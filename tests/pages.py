@@ -18,7 +18,16 @@ from sqlalchemy import select
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import STOCK_PREVIEW, Account, ApiToken, ImportPreview, Webhook, WebhookAttempt
+from webapp.models import (
+    STOCK_PREVIEW,
+    Account,
+    ApiToken,
+    ImportPreview,
+    Number,
+    Webhook,
+    WebhookAttempt,
+)
+from webapp.services import inventory
 from webapp.services.billing import month_close
 from webapp.services.events import webhooks
 from webapp.services.imports import import_previews
@@ -43,6 +52,10 @@ CLOSED_LABEL, OPEN_LABEL = "2025-09", "2025-10"
 PAGES: dict[str, str] = {
     "DDI list":                  "/ddis",
     "DDI list, filtered":        f"/ddis?company={ACME}&number=207",
+    "DDI list, reserved":        "/ddis?state=reserved",
+    "DDI list, available":       "/ddis?state=available",
+    "DDI list, aging":           "/ddis?state=aging",
+    "DDI list, all states":      f"/ddis?state=all&company={ACME}",
     "new DDI":                   "/ddis/new",
     "DDI page":                  DDI,
     "edit DDI":                  f"{DDI}/edit",
@@ -100,6 +113,7 @@ PAGES: dict[str, str] = {
 AS_OTHERS: dict[str, tuple[str, str]] = {
     "companies, Billing": ("summary", "/companies"),
     "DDI list, one company's admin": ("cadmin", "/ddis"),
+    "DDI list, reserved, one company's admin": ("cadmin", "/ddis?state=reserved"),
     "audit log, one company's admin": ("cadmin", "/audit"),
     "search results, Billing": ("summary", "/search?q=e"),
 }
@@ -126,6 +140,7 @@ def add_page_records(world: World) -> None:
     services, so they have history, daily peaks and audit entries)."""
     world.factory.ddi(DIALCODE, NUMBER, ACME, "100")
     world.factory.user(PHONE_USER, ACME, "200")
+    add_numbers()
     root = db.session.scalar(select(Account).where(Account.username == "root"))
     assert root is not None
     # A preview that moves the DDI and creates one, so every section of the page shows.
@@ -140,6 +155,30 @@ def add_page_records(world: World) -> None:
     month_close.close_month(Principal.cli(), month_close.MonthRequest(CLOSED[1], CLOSED[0]))
     add_history(("ddi", ACME, "44:99", datetime(2025, 9, 3), datetime(2025, 9, 4)))
     add_webhook()
+
+
+def add_numbers() -> None:
+    """Numbers out of service for the DDI list's states: two available (one with a
+    description), one reserved for ACME, one aging after leaving it."""
+    today = inventory.today()
+    with write_transaction() as session:
+        for number, state, held_for, previous, until, description in (
+            ("2071230000", "available", None, None, None, "Reception"),
+            ("2071230001", "available", None, None, None, ""),
+            ("2071240000", "reserved", ACME, None, today + timedelta(days=30), "New office"),
+            ("2071250000", "aging", None, ACME, today + timedelta(days=10), ""),
+        ):
+            session.add(
+                Number(
+                    dialcode=DIALCODE,
+                    number=number,
+                    state=state,
+                    held_for=held_for,
+                    previous_company=previous,
+                    held_until=until,
+                    description=description,
+                )
+            )
 
 
 def add_webhook() -> int:

@@ -383,3 +383,44 @@ def test_an_htmx_bulk_refusal_keeps_the_lists_address(world):
     assert answer.status_code == 400
     assert answer.headers["HX-Replace-Url"] == back
     assert post(client, "/ddis/bulk", data).headers.get("HX-Replace-Url") is None
+
+
+def test_the_ddi_lists_state_is_part_of_back(world):
+    """A DDI list in another state (docs/pages.md, "State filter") is come back to in it,
+    with its filters and position; the phone-user list has no state, so a `back` naming one
+    is not its address."""
+    client = world.browser("root")
+    state = {"state": "all", "company": ACME, "after": ["44", "2071234567"]}
+    back = "/ddis?" + urlencode(state, doseq=True)
+    shown = form_back(soup(client.get(f"{RECORD['ddis']}/edit?" + urlencode({"back": back}))))
+    for url in shown:
+        same_list(url, "ddis", {"state": "all", "company": ACME, "after": "44"})
+    done = post(
+        client, f"{RECORD['ddis']}/edit", {"virt_exten": "7", "company": ACME, "back": back}
+    )
+    assert parse_qs(urlsplit(done.headers["Location"]).query) == {
+        "state": ["all"],
+        "company": [ACME],
+        "after": ["44", "2071234567"],
+    }
+    # In service is the default: it is left out of the address.
+    plain = "/ddis?state=in_service&company=acme"
+    done = post(
+        client, f"{RECORD['ddis']}/edit", {"virt_exten": "8", "company": ACME, "back": plain}
+    )
+    assert done.headers["Location"] == "/ddis?company=acme"
+    foreign = "/users?state=reserved"
+    done = post(
+        client, f"{RECORD['users']}/edit", {"virt_exten": "9", "company": ACME, "back": foreign}
+    )
+    assert done.headers["Location"] == "/users"
+    # A bulk form refused on the list in a state comes back to it.
+    data = {
+        "scope": "selected",
+        "action": "reserve",
+        "f_state": "available",
+        "back": "/ddis?state=available",
+    }
+    refused = post(client, "/ddis/bulk", data)
+    assert refused.status_code == 400
+    assert soup(refused).select_one("#filter-state option[selected]")["value"] == "available"

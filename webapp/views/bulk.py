@@ -18,6 +18,8 @@ from flask_login import login_required
 from werkzeug.datastructures import MultiDict
 
 from ..errors import ServiceError
+from ..services import inventory
+from ..services.numbers import bulk as number_bulk
 from ..services.records import bulk
 from . import pickers, records
 from .common import is_htmx, principal
@@ -26,22 +28,33 @@ from .records import DDI, USER, Screen
 
 bp = Blueprint("bulk", __name__)
 SCREENS = {"ddis": DDI, "users": USER}
-VERBS = {"move": "Move", "delete": "Delete"}
+VERBS = {
+    "move": "Move",
+    "delete": "Delete",
+    "reserve": "Reserve",
+    "release": "Release",
+    "retire": "Retire",
+}
+NumberTarget = number_bulk.Target
 
 
-def _back_args(screen: Screen, target: bulk.Target) -> MultiDict[str, str]:
-    """The list the action came from: its `back` address, else its filters alone."""
+def _back_args(screen: Screen, target: bulk.Target | NumberTarget) -> MultiDict[str, str]:
+    """The list the action came from: its `back` address, else its filters (and state)."""
     args = records.back_args(screen, request.form.get("back"))
     if args is None:
         args = MultiDict([(f, v) for f, v in target.filters.items() if v])
+        if isinstance(target, NumberTarget):
+            args["state"] = target.state
     return args
 
 
-def _back(screen: Screen, target: bulk.Target) -> str:
+def _back(screen: Screen, target: bulk.Target | NumberTarget) -> str:
     return records.list_url(screen, _back_args(screen, target))
 
 
-def _refused(screen: Screen, target: bulk.Target, error: str, company_error: str = ""):
+def _refused(
+    screen: Screen, target: bulk.Target | NumberTarget, error: str, company_error: str = ""
+):
     """The list the form came from, again, saying why the bulk form was refused: `error` the
     form's own problem, `company_error` the company's (each '' for none)."""
     retry = records.BulkRetry(
@@ -49,6 +62,8 @@ def _refused(screen: Screen, target: bulk.Target, error: str, company_error: str
         ticked=frozenset(target.keys or ()),
         to_company=request.form.get("to_company", "").strip(),
         company_error=company_error,
+        until=request.form.get("until", "").strip()[:20],
+        reason=request.form.get("reason", "")[:600],
     )
     args = _back_args(screen, target)
     html, status = records.render_list(screen, args, retry)
@@ -105,6 +120,8 @@ def _read(screen: Screen):
 
 
 def _confirm(screen: Screen):
+    if screen.states and request.form.get("action") in number_bulk.ACTIONS:
+        return _numbers(screen, apply=False)
     p, target, action, company, error = _read(screen)
     form = ConfirmForm()
     if not form.validate():
@@ -121,6 +138,8 @@ def _confirm(screen: Screen):
 
 
 def _apply(screen: Screen):
+    if screen.states and request.form.get("action") in number_bulk.ACTIONS:
+        return _numbers(screen, apply=True)
     p, target, action, company, error = _read(screen)
     form = ConfirmForm()
     expected = request.form.get("expected", "")  # the confirmed preview's fingerprint
@@ -153,6 +172,98 @@ def _apply(screen: Screen):
     )
     flash(done, "success")
     return redirect(_back(screen, target), 303)
+
+
+# --- numbers out of service: reserve, release, retire ------------------------------------------
+def _number_target(screen: Screen, form: MultiDict[str, str]) -> NumberTarget:
+    """The Target the number bulk form describes: the list's state, and scope 'all' with the
+    list's filters, or the keys ticked."""
+    state = form.get("f_state", "").strip() or inventory.IN_SERVICE
+    if form.get("scope") == "all":
+        names = ("dialcode", "number", "company", "virt_exten", "q")
+        return NumberTarget(state, filters={f: form.get(f"f_{f}", "").strip() for f in names})
+    return NumberTarget(state, keys=tuple(form.getlist("key")))
+
+
+def _number_choice(p, action: str) -> tuple[number_bulk.Choice, str, str]:
+    """The action with what it takes, read from the form: (choice, the form's problem, the
+    company's problem), '' for none."""
+    form = request.form
+    company, company_error, error = None, "", ""
+    until = None
+    if action == "reserve":
+        picked = pickers.resolve(p, "records", form.get("to_company"), required=True)
+        company = picked.company
+        if picked.error:
+            company_error = f"Company to reserve them for: {picked.error}."
+        try:
+            until = number_bulk.parse_until(form.get("until", ""))
+        except ServiceError as exc:
+            error = exc.message
+    reason = form.get("reason") if action == "retire" and form.get("reason") else None
+    return number_bulk.Choice(action, company, until, reason), error, company_error
+
+
+def _numbers(screen: Screen, apply: bool):
+    """The number actions' confirmation page (apply False) or their change (apply True): a
+    refusal is the list again with its message, nothing changed."""
+    p = principal()
+    target = _number_target(screen, request.form)
+    action = request.form.get("action", "")
+    choice, error, company_error = _number_choice(p, action)
+    form = ConfirmForm()
+    expected = request.form.get("expected", "")
+    if not form.validate() or (apply and not expected):
+        return _refused(screen, target, "The form had expired; try again.")
+    if error or company_error:
+        return _refused(screen, target, error, company_error)
+    try:
+        if not apply:
+            preview = number_bulk.preview(p, target, choice)
+            return _number_page(screen, target, choice, form, preview)
+        changed = number_bulk.apply(p, target, choice, expected)
+    except number_bulk.Changed as exc:  # the confirmation again, with the new count
+        return _number_page(screen, target, choice, form, exc.preview, exc.message, 409)
+    except ServiceError as exc:
+        if exc.status not in (400, 404, 409):
+            raise
+        return _refused(screen, target, _number_message(exc))
+    label = "number" if changed == 1 else "numbers"
+    done = {
+        "reserve": f"Reserved {changed:,} {label} for {choice.company}.",
+        "release": f"Released {changed:,} {label} to the stock.",
+        "retire": f"Retired {changed:,} {label}.",
+    }[action]
+    flash(done, "success")
+    return redirect(_back(screen, target), 303)
+
+
+# The form's fields as the bulk bar labels them, for the service's messages about them.
+NUMBER_FIELDS = {"until": "Held until", "reason": "Why they are retired while aging"}
+
+
+def _number_message(exc: ServiceError) -> str:
+    """The refusal as the form words it: a field's problem by the field's label ("Held until:
+    at most 365 days ahead."), else the service's sentence."""
+    named = [f"{NUMBER_FIELDS[k]}: {v}." for k, v in exc.fields.items() if k in NUMBER_FIELDS]
+    return " ".join(named) or exc.message
+
+
+def _number_page(screen, target, choice, form, preview, error=None, status=200):
+    return (
+        render_template(
+            "bulk/confirm_numbers.html",
+            screen=screen,
+            target=target,
+            choice=choice,
+            verb=VERBS[choice.action],
+            preview=preview,
+            error=error,
+            form=form,
+            back=_back(screen, target),
+        ),
+        status,
+    )
 
 
 @bp.get("/<any(ddis, users):plural>/bulk")

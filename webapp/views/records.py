@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -34,8 +34,10 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from .. import wording
 from ..access import Principal
 from ..errors import Invalid, ServiceError
-from ..services import companies
+from ..services import companies, inventory
 from ..services.fields import Part, parse_part
+from ..services.numbers import answers, browse
+from ..services.numbers import bulk as number_bulk
 from ..services.records import bulk, crud, ddis, kinds, landing, listing, record_query
 from . import pickers
 from .common import is_htmx, principal
@@ -61,6 +63,7 @@ class Screen:
     kind: kinds.Kind
     url_keys: tuple[str, ...]  # what names one record in its URL
     search: bool = False  # whether the list has the number search (`q`)
+    states: bool = False  # whether the list has the state filter (services/numbers/browse.py)
 
     def keys_of(self, row: dict[str, str]) -> dict[str, str]:
         return {k: row[k] for k in self.url_keys}
@@ -94,7 +97,7 @@ class Screen:
         return self.key_of(row)
 
 
-DDI = Screen("ddi", "ddis", "DDIs", kinds.DDI, ("dialcode", "number"), search=True)
+DDI = Screen("ddi", "ddis", "DDIs", kinds.DDI, ("dialcode", "number"), search=True, states=True)
 USER = Screen("user", "users", "Phone users", kinds.PHONE_USER, ("company", "username"))
 
 
@@ -152,9 +155,16 @@ def _query(screen: Screen, args: MultiDict[str, str] | None = None) -> dict[str,
     """The list's state from the query string (or `args`): filters, sort, and where in the list
     the page is (bad values fall back: an unknown sort to the key order, a bad position to the
     first page). Positions: `after` or `before` a row (the order fields' values, repeated: see
-    listing.order_fields), `last=1`, or an old-style `page` number."""
+    listing.order_fields), `last=1`, or an old-style `page` number.
+
+    `state` (DDIs): in service, the default, or another state (checked against the account
+    when the list is read); a list in another state is in dialcode and number order only and
+    pages forward from `after` (services/numbers/browse.py): its sort, `before`, `last` and
+    `page` are dropped."""
     args = request.args if args is None else args
-    sort = args.get("sort") if args.get("sort") in screen.kind.fields else None
+    chosen = (args.get("state", "").strip() if screen.states else "") or inventory.IN_SERVICE
+    numbers = chosen != inventory.IN_SERVICE
+    sort = args.get("sort") if args.get("sort") in screen.kind.fields and not numbers else None
     page = args.get("page", "")
     # The number search rides with the filters, so every link of the view carries it.
     names = (*screen.kind.fields, *(("q",) if screen.search else ()))
@@ -167,16 +177,24 @@ def _query(screen: Screen, args: MultiDict[str, str] | None = None) -> dict[str,
         "last": False,
         # [0-9] and not str.isdigit(), which also admits superscripts that int() refuses.
         "page": int(page) if PAGE_NUMBER.fullmatch(page) and int(page) > 0 else None,
+        "state": chosen[:20],
     }
-    for name in ("after", "before"):
+    if numbers:
+        state["page"] = None
+    for name in ("after",) if numbers else ("after", "before"):
         if name in args:
             try:
                 state[name] = listing.parse_cursor(screen.kind, sort, args.getlist(name), name)
             except Invalid:
                 continue
             return state
-    state["last"] = args.get("last") == "1"
+    state["last"] = args.get("last") == "1" and not numbers
     return state
+
+
+def numbers_view(state: dict[str, Any]) -> bool:
+    """Whether the list state is of numbers out of service (or all), not the DDI list."""
+    return state.get("state", inventory.IN_SERVICE) != inventory.IN_SERVICE
 
 
 def _company_filter(p: Principal, state: dict[str, Any]) -> pickers.Picked:
@@ -211,6 +229,36 @@ def _read(p: Principal, screen: Screen, state: dict[str, Any], per_page: int, co
     )
 
 
+def _read_numbers(p: Principal, state: dict[str, Any], per_page: int) -> listing.Listing:
+    """One page of the DDI list in a state other than in service: numbers in dialcode and
+    number order, from the `after` cursor on (services/numbers/browse.py); not counted."""
+    filters = {f: v for f, v in state["filters"].items() if f != "q"}
+    found = browse.page(
+        p,
+        state["state"],
+        filters,
+        q=state["filters"].get("q"),
+        after=state["after"],
+        limit=per_page,
+    )
+    return listing.Listing(
+        rows=found.rows,
+        total=None,
+        start=0,
+        has_prev=state["after"] is not None,
+        has_next=found.has_next,
+        first=None,
+        last=found.last,
+    )
+
+
+def _described(p: Principal, page: listing.Listing) -> listing.Listing:
+    """The DDI list's page with each DDI's description (one query for the page)."""
+    found = browse.descriptions(p, page.rows)
+    rows = [{**r, "description": found.get((r["dialcode"], r["number"]), "")} for r in page.rows]
+    return replace(page, rows=rows)
+
+
 def _list(screen: Screen):
     return render_list(screen)
 
@@ -225,11 +273,43 @@ class BulkRetry:
     ticked: frozenset[str] = frozenset()
     to_company: str = ""
     company_error: str = ""  # the company's ("Company to move them to: required.")
+    until: str = ""  # a bulk reservation's last day, as typed
+    reason: str = ""  # a bulk retire's reason, as typed
 
     @property
     def messages(self) -> list[str]:
         """Every problem, the form's own first."""
         return [m for m in (self.error, self.company_error) if m]
+
+
+def _read_shown(
+    p: Principal, screen: Screen, state: dict[str, Any], picked: pickers.Picked
+) -> listing.Listing:
+    """The page the list shows: the DDIs (with their descriptions), or the numbers in another
+    state; Invalid for a state the account may not list or a filter it refuses."""
+    if screen.states:  # a state the account may not list is the form's message
+        browse.check_state(p, state["state"])
+    if picked.error:  # a company the picker does not know: its message and closest matches
+        raise Invalid(picked.error, {"company": picked.error})
+    if numbers_view(state):
+        return _read_numbers(p, state, PER_PAGE)
+    page = _read(p, screen, state, PER_PAGE)
+    return _described(p, page) if screen.states else page
+
+
+def _state_context(p: Principal, state: dict[str, Any]) -> dict[str, Any]:
+    """What the list's templates need of the state filter and the number bulk actions."""
+    numbers = numbers_view(state)
+    actions = number_bulk.actions_for(p, state["state"]) if numbers else ()
+    context: dict[str, Any] = {
+        "numbers_view": numbers,
+        "number_actions": actions,
+        "state_choices": [(s, browse.LABELS[s]) for s in browse.choices(p)] if p.is_admin else [],
+        "default_until": number_bulk.default_until() if actions else "",
+    }
+    if numbers:  # only the number actions' bulk form (services/numbers/bulk.py)
+        context["may_bulk"] = bool(actions)
+    return context
 
 
 def render_list(
@@ -242,10 +322,9 @@ def render_list(
     marked = _take_mark(screen)
     error, status = None, 200 if retry is None else 400
     picked = _company_filter(p, state)
+    numbers = numbers_view(state)
     try:
-        if picked.error:  # a company the picker does not know: its message and closest matches
-            raise Invalid(picked.error, {"company": picked.error})
-        page = _read(p, screen, state, PER_PAGE)
+        page = _read_shown(p, screen, state, picked)
     except Invalid as exc:  # a filter typed half-way, e.g. letters in a number
         p.require_admin()
         page, status = EMPTY, 400
@@ -260,18 +339,21 @@ def render_list(
         "may_create": crud.may_create_delete(p, screen.kind),
         "may_bulk": bulk.may_move(p),
         "may_bulk_delete": bulk.may_delete(p),
+        **_state_context(p, state),
         "company_picked": picked,
         "search_label": SEARCH_LABEL,
         # Where the forms come back to, as the query string of their links ('' for the plain
         # list, which they fall back to anyway).
         "back_query": _back_query(screen, state),
         "marked": marked,
-        "changed_note": _changed_note(p, screen, state, page, marked),
+        "changed_note": None if numbers else _changed_note(p, screen, state, page, marked),
         "shown_url": _list_url(screen, state),
         "retry": retry,
         # The companies of the rows shown, with their names and whether their pages may be
         # opened: one query for the page (services/companies.py labels).
-        "company_labels": companies.labels(p, (row.get("company") for row in page.rows)),
+        "company_labels": companies.labels(
+            p, (row["company"] for row in page.rows if row.get("company"))
+        ),
     }
     template = "records/_rows.html" if is_htmx() else "records/list.html"
     return render_template(template, oob=is_htmx(), **context), status
@@ -293,6 +375,10 @@ def _csv(screen: Screen) -> Response:
     p = principal()
     # The whole filtered view in its order, from the start, whatever page the link was on.
     state = {**_query(screen), "after": None, "before": None, "last": False, "page": None}
+    if screen.states:
+        browse.check_state(p, state["state"])
+    if numbers_view(state):
+        return _numbers_csv(p, screen, state)
     # Read the first chunk before streaming, so a refusal is an ordinary error page.
     first = _read(p, screen, state, CSV_CHUNK, count=False)
 
@@ -307,6 +393,22 @@ def _csv(screen: Screen) -> Response:
             chunk = _read(p, screen, {**state, "after": chunk.last}, CSV_CHUNK, count=False)
 
     return csv_download(f"{screen.plural}.csv", screen.kind.fields, rows())
+
+
+def _numbers_csv(p: Principal, screen: Screen, state: dict[str, Any]) -> Response:
+    """The DDI list in another state as CSV: every number of the view, in key order, with
+    the fields /rest/numbers/read answers (docs/numbers.md, "Read")."""
+    first = _read_numbers(p, state, CSV_CHUNK)
+
+    def rows() -> Iterator[list[str]]:
+        chunk = first
+        while True:
+            yield from ([row[f] for f in answers.FIELDS] for row in chunk.rows)
+            if not chunk.has_next:
+                return
+            chunk = _read_numbers(p, {**state, "after": chunk.last}, CSV_CHUNK)
+
+    return csv_download(f"{screen.plural}-{state['state']}.csv", answers.FIELDS, rows())
 
 
 @bp.get("/ddis.csv")
@@ -335,6 +437,8 @@ MARK = "changed_record"  # session key: the record the list marks once, after a 
 def _state_args(state: dict[str, Any]) -> dict[str, Any]:
     """The query parameters that reopen the list in `state`."""
     args: dict[str, Any] = dict(state["filters"])
+    if numbers_view(state):
+        args["state"] = state["state"]
     if state["sort"]:
         args.update(sort=state["sort"], dir="desc" if state["descending"] else "asc")
     if state["after"] is not None:
@@ -381,6 +485,7 @@ def _parse_back(screen: Screen, raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     allowed = BACK_PARAMS | set(screen.kind.fields) | ({"q"} if screen.search else set())
+    allowed |= {"state"} if screen.states else set()
     if any(k not in allowed for k, _ in pairs):
         return None
     return _query(screen, MultiDict(pairs))

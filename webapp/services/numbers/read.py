@@ -250,7 +250,7 @@ def page_statement(principal: Principal, query: Query, on: date) -> Select[Any] 
         branches = _stock_branches(query, query.states, on)
     else:
         branches = _company_branches(query, query.states & COMPANY_STATES, companies, on)
-    return _statement(branches, query.limit + 1) if branches else None
+    return merged(branches, query.limit + 1) if branches else None
 
 
 def _companies(principal: Principal, company: str | None) -> frozenset[str] | None:
@@ -393,10 +393,11 @@ def _not_by_state(condition: ColumnElement[bool]) -> ColumnElement[bool]:
     return replacement_traverse(condition, {}, plus_state)
 
 
-def _statement(branches: list[Select[Any]], size: int) -> Select[Any]:
+def merged(branches: list[Select[Any]], size: int) -> Select[Any]:
     """One branch as it is; several merged: each read as its own ordered range (a subquery
     keeps its ORDER BY and LIMIT), then the first `size` of their union in key order. The
-    branches are disjoint (a number has one stored state, and one company or none)."""
+    branches must be disjoint (here: a number has one stored state, and one company or none;
+    the /ddis number search's branches are different dialcodes, services/numbers/browse.py)."""
     if len(branches) == 1:
         return branches[0]
     both = union_all(*(select(*b.subquery().c) for b in branches)).subquery()

@@ -10,6 +10,7 @@ create of one number take turns without deadlock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -89,6 +90,109 @@ def release(principal: Principal, body: Any) -> int:
 
         change = changes.write(session, principal, None, changes.Lock(), step)
     return len(change.audit)
+
+
+def reserve_numbers(
+    principal: Principal, keys: Sequence[inventory.Key], company: str, until: date | None
+) -> int:
+    """Reserve the numbers `keys` (a list's ticks or all it matched: the bulk action of
+    /ddis) for `company` through `until` (None: DEFAULT_DAYS ahead); return how many.
+
+    Guarantees: all or nothing, as `reserve` by number but stricter: every number must be
+    available now (a hold past its last day included); one that is anything else is a
+    Conflict naming it and what it is now, one not in the inventory NotFound, and nothing
+    is reserved. No override: a number held for another company is taken by number
+    (`reserve` with force), never by a list."""
+    principal.require_system_admin("reserve numbers")
+    wanted = _wanted(keys)
+    on = inventory.today()
+    last = until_day(until, on)
+    with write_transaction() as session:
+        require_companies_exist(session, [company])
+
+        def step(now: datetime) -> changes.Change:
+            rows = locked_rows(session, wanted)
+            for row in rows:
+                if inventory.state_of(row, on) != inventory.AVAILABLE:
+                    raise _not_available(row, on)
+            _set(session, [row.id for row in rows], inventory.RESERVED, company, last, now)
+            return changes.Change(
+                audit=[_reserved(row, inventory.AVAILABLE, None, company, last) for row in rows]
+            )
+
+        changes.write(session, principal, None, changes.Lock(companies=[company]), step)
+    return len(wanted)
+
+
+def release_numbers(principal: Principal, keys: Sequence[inventory.Key]) -> int:
+    """Give the reservations of the numbers `keys` back to the stock (the bulk action of
+    /ddis); return how many.
+
+    Guarantees: all or nothing: every number must be reserved today; one that is not (a
+    reservation past its last day included) is the Conflict `release` by number answers, one
+    not in the inventory NotFound, and nothing is released. Audited and evented as
+    `release`."""
+    principal.require_system_admin("release numbers")
+    wanted = _wanted(keys)
+    on = inventory.today()
+    with write_transaction() as session:
+
+        def step(now: datetime) -> changes.Change:
+            rows = locked_rows(session, wanted)
+            for row in rows:
+                if inventory.state_of(row, on) != inventory.RESERVED:
+                    raise _not_reserved(row, on)
+            _set(session, [row.id for row in rows], inventory.AVAILABLE, None, None, now)
+            return changes.Change(audit=[_released(row) for row in rows])
+
+        changes.write(session, principal, None, changes.Lock(), step)
+    return len(wanted)
+
+
+def _wanted(keys: Sequence[inventory.Key]) -> list[inventory.Key]:
+    wanted = sorted(set(keys))
+    if not wanted:
+        raise Invalid("Name at least one number.", {"number": "required"})
+    return wanted
+
+
+def locked_rows(session: Session, keys: list[inventory.Key]) -> list[Number]:
+    """The inventory rows of `keys`, locked in key order; NotFound naming the first missing
+    one."""
+    found = inventory.lock(session, keys)
+    for key in keys:
+        if key not in found:
+            raise NotFound(
+                f"The number {key[0]}:{key[1]} is no longer in the inventory.",
+                {"number": "not in the inventory"},
+            )
+    return [found[key] for key in keys]
+
+
+def described(row: Number, on: date) -> str:
+    """What a number is now, in words: 'in service', 'available', 'reserved for acme until
+    2027-01-31', 'aging until 2026-12-31'."""
+    state = inventory.state_of(row, on)
+    if state == inventory.RESERVED:
+        return f"reserved for {row.held_for} until {row.held_until}"
+    if state == inventory.AGING:
+        return f"aging until {row.held_until}"
+    return state.replace("_", " ")
+
+
+def _not_available(row: Number, on: date) -> Conflict:
+    now = described(row, on)
+    return Conflict(
+        f"The number {row.dialcode}:{row.number} is no longer available: it is {now}. "
+        "Nothing was reserved.",
+        {"number": now},
+    )
+
+
+def until_day(asked: date | None, on: date) -> date:
+    """A reservation's last day as reserve checks it: `asked`, from today to MAX_DAYS ahead,
+    else Invalid on `until`; DEFAULT_DAYS ahead when None."""
+    return _until(asked, on)
 
 
 def _until(asked: date | None, on: date) -> date:

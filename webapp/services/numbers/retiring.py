@@ -9,6 +9,7 @@ write: each number retired gets its audit entry and number.retired event there
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -17,11 +18,12 @@ from sqlalchemy.orm import Session
 
 from ...access import Principal
 from ...database import write_transaction
-from ...errors import Conflict, NotFound
+from ...errors import Conflict, Invalid, NotFound
 from ...models import Number
 from .. import changes, inventory
 from ..history import intervals
-from . import picking, requests
+from ..history.audit import AuditData
+from . import picking, requests, reserving
 from .requests import Target
 
 
@@ -45,27 +47,75 @@ def retire(principal: Principal, body: Any) -> int:
             aging = [row for row, s in zip(rows, states, strict=True) if s == inventory.AGING]
             if aging and not override.force:
                 raise _aging(aging[0], on)
-            for chunk in intervals.chunks([row.id for row in rows]):
-                session.execute(
-                    delete(Number)
-                    .where(Number.id.in_(chunk))
-                    .execution_options(synchronize_session=False)
-                )
+            _delete(session, rows)
             return changes.Change(
                 audit=[
-                    inventory.number_change(
-                        "retire",
-                        (row.dialcode, row.number),
-                        {"state": state, "company": None},
-                        None,
-                        detail=override.reason if state == inventory.AGING else None,
-                    )
+                    _retired(row, state, override.reason)
                     for row, state in zip(rows, states, strict=True)
                 ]
             )
 
         change = changes.write(session, principal, None, changes.Lock(), step)
     return len(change.audit)
+
+
+def retire_numbers(
+    principal: Principal, keys: Sequence[inventory.Key], reason: str | None = None
+) -> int:
+    """Remove the numbers `keys` (a list's ticks or all it matched: the bulk action of
+    /ddis) from the inventory; return how many.
+
+    Guarantees: all or nothing, each number as `retire` by number: available ones leave,
+    aging ones only with a `reason` (checked as an override's, kept as their audit entries'
+    detail; without it the 409 `number_aging`); one in service or reserved is a Conflict
+    naming it and what it is, one not in the inventory NotFound, and nothing is retired."""
+    principal.require_system_admin("retire numbers")
+    if reason is not None:
+        reason = inventory.parse_override(True, reason)
+    wanted = sorted(set(keys))
+    if not wanted:
+        raise Invalid("Name at least one number.", {"number": "required"})
+    on = inventory.today()
+    with write_transaction() as session:
+
+        def step(_now: datetime) -> changes.Change:
+            rows = reserving.locked_rows(session, wanted)
+            states = [inventory.state_of(row, on) for row in rows]
+            for row, state in zip(rows, states, strict=True):
+                if state not in (inventory.AVAILABLE, inventory.AGING):
+                    now = reserving.described(row, on)
+                    raise Conflict(
+                        f"The number {row.dialcode}:{row.number} is {now}: only available "
+                        "and aging numbers can be retired. Nothing was retired.",
+                        {"number": now},
+                    )
+                if state == inventory.AGING and reason is None:
+                    raise _aging(row, on)
+            _delete(session, rows)
+            return changes.Change(
+                audit=[_retired(row, s, reason) for row, s in zip(rows, states, strict=True)]
+            )
+
+        changes.write(session, principal, None, changes.Lock(), step)
+    return len(wanted)
+
+
+def _delete(session: Session, rows: list[Number]) -> None:
+    for chunk in intervals.chunks([row.id for row in rows]):
+        session.execute(
+            delete(Number).where(Number.id.in_(chunk)).execution_options(synchronize_session=False)
+        )
+
+
+def _retired(row: Number, state: str, reason: str | None) -> AuditData:
+    """A retire's audit entry and event: the reason is the detail of aging numbers' only."""
+    return inventory.number_change(
+        "retire",
+        (row.dialcode, row.number),
+        {"state": state, "company": None},
+        None,
+        detail=reason if state == inventory.AGING else None,
+    )
 
 
 def _retirable(session: Session, target: Target, on: date) -> list[Number]:
