@@ -248,7 +248,9 @@ def _stored_rows(
     spent a third of its time encoding the same JSON and timestamp again)."""
     # itemgetter of one name answers the value, of several a tuple: always a tuple here.
     get: Any = itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
-    converted = [(i, p, {}) for i, p in enumerate(processors) if p is not None]
+    converted: list[tuple[int, Any, dict[int, tuple[Any, Any]]]] = [
+        (i, p, {}) for i, p in enumerate(processors) if p is not None
+    ]
     if not converted:
         return [get(row) for row in rows]
     stored = []
