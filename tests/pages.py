@@ -22,6 +22,7 @@ from webapp.models import Account, ApiToken, ImportPreview, Webhook, WebhookAtte
 from webapp.services.billing import month_close
 from webapp.services.events import webhooks
 from webapp.services.imports import import_previews
+from webapp.services.numbers import reserving, stock
 
 from .factories import ACME, World, add_history
 
@@ -29,6 +30,7 @@ DIALCODE, NUMBER = "44", "2071000001"
 PHONE_USER = "alice"
 ACCOUNT = "cadmin"  # an account of the world, for the per-account admin pages
 DDI = f"/ddis/{DIALCODE}/{NUMBER}"
+RESERVED = "2071000002"  # a number in the stock, reserved for ACME (its page's other fields)
 USER = f"/users/{ACME}/{PHONE_USER}"
 
 # A month the page records close (its close and reopen pages, its changes since), and an
@@ -43,6 +45,7 @@ PAGES: dict[str, str] = {
     "DDI list, filtered":        f"/ddis?company={ACME}&number=207",
     "new DDI":                   "/ddis/new",
     "DDI page":                  DDI,
+    "DDI page, reserved number": f"/ddis/{DIALCODE}/{RESERVED}",
     "edit DDI":                  f"{DDI}/edit",
     "link DDI":                  f"{DDI}/link",
     "delete DDI":                f"{DDI}/delete",
@@ -120,6 +123,12 @@ def add_page_records(world: World) -> None:
     services, so they have history, daily peaks and audit entries)."""
     world.factory.ddi(DIALCODE, NUMBER, ACME, "100")
     world.factory.user(PHONE_USER, ACME, "200")
+    stocked = {"dialcode": DIALCODE, "number": RESERVED, "description": "Reception <desk>"}
+    stock.stock(Principal.cli(), {"values": [stocked]})
+    reserving.reserve(
+        Principal.cli(),
+        {"scope": {"dialcode": DIALCODE, "number": RESERVED}, "values": {"company": ACME}},
+    )
     root = db.session.scalar(select(Account).where(Account.username == "root"))
     assert root is not None
     # A preview that moves the DDI and creates one, so every section of the page shows.
