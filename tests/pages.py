@@ -31,7 +31,7 @@ from webapp.services import inventory
 from webapp.services.billing import month_close
 from webapp.services.events import webhooks
 from webapp.services.imports import import_previews
-from webapp.services.numbers import stock, stock_previews
+from webapp.services.numbers import reserving, stock, stock_previews
 
 from .factories import ACME, World, add_history
 
@@ -40,6 +40,7 @@ PHONE_USER = "alice"
 ACCOUNT = "cadmin"  # an account of the world, for the per-account admin pages
 DDI = f"/ddis/{DIALCODE}/{NUMBER}"
 FREE_PREFIX = "2079"  # numbers of the stock (available), for the free numbers' page
+RESERVED = "2071000002"  # a number in the stock, reserved for ACME (its page's other fields)
 USER = f"/users/{ACME}/{PHONE_USER}"
 
 # A month the page records close (its close and reopen pages, its changes since), and an
@@ -58,6 +59,7 @@ PAGES: dict[str, str] = {
     "DDI list, all states":      f"/ddis?state=all&company={ACME}",
     "new DDI":                   "/ddis/new",
     "DDI page":                  DDI,
+    "DDI page, reserved number": f"/ddis/{DIALCODE}/{RESERVED}",
     "edit DDI":                  f"{DDI}/edit",
     "link DDI":                  f"{DDI}/link",
     "delete DDI":                f"{DDI}/delete",
@@ -141,6 +143,12 @@ def add_page_records(world: World) -> None:
     world.factory.ddi(DIALCODE, NUMBER, ACME, "100")
     world.factory.user(PHONE_USER, ACME, "200")
     add_numbers()
+    stocked = {"dialcode": DIALCODE, "number": RESERVED, "description": "Reception <desk>"}
+    stock.stock(Principal.cli(), {"values": [stocked]})
+    reserving.reserve(
+        Principal.cli(),
+        {"scope": {"dialcode": DIALCODE, "number": RESERVED}, "values": {"company": ACME}},
+    )
     root = db.session.scalar(select(Account).where(Account.username == "root"))
     assert root is not None
     # A preview that moves the DDI and creates one, so every section of the page shows.

@@ -14,6 +14,10 @@ meant to send.
 - Stock (docs/numbers.md#stock): a number named twice in `values` is a 400, and so is a block
   that would run past the width of its `first`: the repeats are left out and the count cut to
   the width.
+- Numbers (docs/numbers.md): a read's `after` is a cursor only if an answer's `next` gave it
+  (the document can say only what a cursor looks like): a generated one becomes a real
+  cursor. An allocation whose extensions would pass 10 digits is a 400: its count is cut to
+  the extensions left.
 - A long poll waits up to 30 s when no event comes: the same checks, without the wait.
 - The report's query string: `year` needs `month`, and a month of this year may not be later
   than this one. JSON bodies say both in their schema; separate query parameters cannot.
@@ -24,6 +28,8 @@ server's 414, below), valid or not.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import random
 import re
@@ -83,6 +89,10 @@ def _body(path: str, body):
         body["wait"] = 0
     if path.endswith("/numbers/stock"):
         _stock(body)
+    if path.endswith("/numbers/read") and isinstance(body.get("after"), str):
+        body["after"] = _cursor(body["after"])
+    if path.endswith("/numbers/allocate"):
+        _allocation(body)
     for part in ("scope", "values"):
         inner = body.get(part)
         for row in inner if isinstance(inner, list) else [inner]:
@@ -109,6 +119,26 @@ def _stock(body: dict) -> None:
             room = 10 ** len(first) - int(first)
             if count > room:
                 block["count"] = type(block["count"])(room)
+
+
+def _cursor(text: str) -> str:
+    """A cursor as the API makes one (services/numbers/read.py encode_cursor), after a number
+    made of the generated text's characters, so each run still pages from somewhere else."""
+    number = "".join(str(ord(c) % 10) for c in text)[:15] or "0"
+    raw = json.dumps(["44", number], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _allocation(body: dict) -> None:
+    """Extensions from `virt_exten` up, `count` of them, within 10 digits."""
+    scope, values = body.get("scope"), body.get("values")
+    if not (isinstance(scope, dict) and isinstance(values, dict)):
+        return
+    first, count = values.get("virt_exten"), _int(scope.get("count"))
+    if isinstance(first, str) and first.isascii() and first.isdigit() and count is not None:
+        room = 10**10 - int(first)
+        if count > room:
+            scope["count"] = type(scope["count"])(room)
 
 
 def _repair(case) -> None:

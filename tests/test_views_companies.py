@@ -22,7 +22,7 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.errors import Forbidden, Invalid, NotFound
 from webapp.extensions import db
-from webapp.models import Company, Ddi, HistoryInterval, PhoneUser, RollupState
+from webapp.models import Company, Ddi, HistoryInterval, Number, PhoneUser, RollupState
 from webapp.services import companies, company_overview
 from webapp.services.billing import periods, reports
 from webapp.services.records import crud, ddis, kinds
@@ -197,6 +197,55 @@ def test_a_system_admin_sees_the_accounts_granted_on_it(world, factory):
     assert page.select_one("#granted-admins a")["href"] == "/admin/accounts/cadmin/grants"
     initech = soup(world.browser("root").get("/companies/initech"))
     assert [li.get_text(strip=True) for li in initech.select("#granted-admins li")] == ["none"]
+
+
+def reserve_for(company: str, *numbers: str) -> None:
+    """Numbers stocked and reserved for `company` through the real services."""
+    from webapp.services.numbers import reserving, stock
+
+    rows = [{"dialcode": "44", "number": n} for n in numbers]
+    stock.stock(OPERATOR, {"values": rows})
+    for n in numbers:
+        body = {"scope": {"dialcode": "44", "number": n}, "values": {"company": company}}
+        reserving.reserve(OPERATOR, body)
+
+
+@pytest.mark.parametrize("username", sorted(ACCOUNTS))
+def test_the_numbers_reserved_for_it_show_to_those_who_administer_it(world, username):
+    """Reserved today: a reservation past its last day is available again and not counted;
+    another company's reservations are not this company's. Only an account that administers
+    the company (and so may list its reservations) sees the count and its link."""
+    reserve_for(ACME, "2030000001", "2030000002", "2030000003")
+    reserve_for(GLOBEX, "2030000009")
+    with write_transaction() as session:  # one of acme's ended yesterday
+        session.execute(
+            Number.__table__.update()
+            .where(Number.number == "2030000003")
+            .values(held_until=periods.today_in(periods.zone("UTC")) - timedelta(days=1))
+        )
+    response = world.browser(username).get("/companies/acme")
+    if username not in SEES_ACME:
+        soup(response, 404)
+        return
+    page = soup(response)
+    shown = page.select_one("#reserved-now")
+    if username not in ("root", "cadmin"):
+        assert shown is None and page.select_one("#reserved-list") is None
+        return
+    assert number(shown.get_text()) == 2
+    link = page.select_one("#reserved-list")["href"]
+    path, _, query = link.partition("?")
+    assert path == "/ddis" and sorted(query.split("&")) == ["company=acme", "state=reserved"]
+
+
+def test_the_reserved_count_is_the_services(world):
+    reserve_for(GLOBEX, "2030000009", "2030000010")
+    root, cadmin = Principal.cli("t"), Principal(username="c", via="ui", admin_of=frozenset({ACME}))
+    assert company_overview.overview(root, GLOBEX).reserved == 2
+    assert company_overview.overview(root, ACME).reserved == 0
+    assert company_overview.overview(cadmin, ACME).reserved == 0
+    summary = Principal(username="s", via="ui", billing_summary=True)
+    assert company_overview.overview(summary, GLOBEX).reserved is None
 
 
 # --- the company page: its numbers ---------------------------------------------------------------

@@ -128,7 +128,8 @@ def describe(schema: dict[str, Any]) -> list[Piece]:
         name = _name(schema["$ref"])
         return [Piece(name, "#" + schema_anchor(name))]
     for combinator in ("oneOf", "anyOf"):
-        if combinator in schema:
+        # A choice of types; beside `properties` it is a rule across an object's members.
+        if combinator in schema and "properties" not in schema:
             options = schema[combinator]
             nullable = {"type": "null"} in options
             pieces: list[Piece] = []
@@ -209,9 +210,11 @@ def _notes(schema: dict[str, Any]) -> list[str]:
             notes.append("Other members: " + "".join(p.text for p in describe(extra)) + ".")
     if schema.get("minProperties"):
         notes.append(f"At least {schema['minProperties']} member.")
-    if "dialcode" in schema.get("dependentSchemas", {}):
-        notes.append("dialcode and number together hold at most 17 digits.")
-    if "if" in schema:
+    if digits := schema.get("dependentSchemas", {}).get("dialcode"):
+        # The member whose length the dialcode's bounds (number, a block's first, a prefix).
+        other = next(m for m in digits["anyOf"][0]["properties"] if m != "dialcode")
+        notes.append(f"dialcode and {other} together hold at most 17 digits.")
+    if any(rule in schema for rule in ("if", "oneOf", "allOf")):
         notes.append("Rules across members: see the description above.")
     return notes
 

@@ -12,7 +12,7 @@ address the request reached.
 import calendar
 import copy
 import re
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -20,11 +20,12 @@ from flask import current_app, jsonify, request
 from pydantic import ConfigDict, Field, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypeAliasType, TypedDict
 
-from ..errors import ERROR_CODES, RETRY_AFTER_SECONDS
+from ..errors import ERROR_CODES, FINER_CODES, RETRY_AFTER_SECONDS
 from ..services.billing import periods
 from ..services.billing.reports import ANSWER_KEYS, FUTURE_MONTH, YEAR_NEEDS_MONTH
 from ..services.events import feed
-from ..services.numbers import stock
+from ..services.fields import MAX_DDI_DIGITS
+from ..services.numbers import allocate, read, requests, reserving, stock
 from ..services.records import crud, record_query
 from ..services.records.kinds import KINDS
 from .blueprint import bp
@@ -308,6 +309,73 @@ class Version(TypedDict):
     api: Annotated[str, Field(description="The package version.")]
 
 
+NUMBER = {
+    "dialcode": "44",
+    "number": "2071230000",
+    "state": "reserved",
+    "company": "acme",
+    "virt_exten": None,
+    "description": "",
+    "reserved_until": "2027-01-31",
+    "aging_until": None,
+    "previous_company": None,
+}
+IN_SERVICE = {**NUMBER, "number": "2071230001", "state": "in_service", "virt_exten": "2001"}
+IN_SERVICE |= {"reserved_until": None}
+Applies = "Null where it does not apply."
+
+
+@with_config(_examples(NUMBER))
+class InventoryNumber(TypedDict):
+    """A number of the inventory as every numbers operation answers it (docs/numbers.md),
+    in the state its dates give at the moment of the request."""
+
+    dialcode: str
+    number: str
+    state: read.NumberState
+    company: Annotated[
+        str | None,
+        Field(description=f"In service: its DDI's company; reserved: the company. {Applies}"),
+    ]
+    virt_exten: Annotated[str | None, Field(description=f"In service only. {Applies}")]
+    description: str
+    reserved_until: Annotated[
+        date | None, Field(description=f"Reserved: its last day held. {Applies}")
+    ]
+    aging_until: Annotated[date | None, Field(description=f"Aging: its last day held. {Applies}")]
+    previous_company: Annotated[
+        str | None,
+        Field(description="The company it last left; always null for a Company-Admin."),
+    ]
+
+
+@with_config(_examples({"result": "success", "numrows": 1, "values": [NUMBER]}))
+class NumbersResult(TypedDict):
+    """The numbers reserved or allocated, in dialcode and number order."""
+
+    result: Success
+    numrows: Annotated[int, Field(ge=0, description="Numbers in `values`.")]
+    values: list[InventoryNumber]
+
+
+CURSOR = "WyI0NCIsIjIwNzEyMzAwMDYiXQ"
+
+
+@with_config(
+    _examples({"result": "success", "numrows": 2, "values": [NUMBER, IN_SERVICE], "next": CURSOR})
+)
+class NumbersPage(TypedDict):
+    """One page of numbers, sorted by dialcode then number; ask again with `after` set to
+    `next` for the following one."""
+
+    result: Success
+    numrows: Annotated[int, Field(ge=0, description="Numbers in this page.")]
+    values: list[InventoryNumber]
+    next: Annotated[
+        str | None, Field(description="The cursor of the next page; null after the last.")
+    ]
+
+
 class OpenApiDocument(TypedDict):
     """An OpenAPI 3.1 document: this one."""
 
@@ -341,7 +409,8 @@ FAULTS = Field(
 
 class ErrorDetail(TypedDict):
     code: Annotated[
-        str, WithJsonSchema({"type": "string", "enum": sorted(set(ERROR_CODES.values()))})
+        str,
+        WithJsonSchema({"type": "string", "enum": sorted(set(ERROR_CODES.values()) | FINER_CODES)}),
     ]
     message: Annotated[str, Field(description="One sentence.")]
     fields: NotRequired[Annotated[dict[str, str], FAULTS]]
@@ -358,7 +427,9 @@ class Error(TypedDict):
 MODELS = [*(body for bodies in BODIES.values() for body in bodies.values()), REPORT, CLOSE, REOPEN]
 MODELS += [feed.ReadEventsRequest, WriteResult, ReadResult, DdiCountReport, UserCountReport]
 MODELS += [PeriodResult, Adjustments, Events, ImportResult, Version, OpenApiDocument, Liveness]
-MODELS += [Readiness, Error, stock.StockRequest]
+MODELS += [Readiness, Error, stock.StockRequest, read.ReadNumbersRequest, requests.ReserveRequest]
+MODELS += [requests.ReleaseRequest, allocate.AllocateRequest, requests.RetireRequest]
+MODELS += [InventoryNumber, NumbersResult, NumbersPage]
 
 
 @cache
@@ -533,6 +604,112 @@ OPERATIONS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
                 ]
             },
             "a block of 1,000": {"block": {"dialcode": "44", "first": "2071231000", "count": 1000}},
+        },
+    ),
+    "readNumbers": (
+        "post /rest/numbers/read numbers NumbersPage ReadNumbersRequest json auth",
+        "Read the numbers of the inventory, a page at a time",
+        "System-Admin: every number, in every state. Company-Admin: only numbers in service "
+        "for or reserved for its companies (stock and aging numbers do not exist for it; "
+        "`previous_company` is always null; a `scope.company` it does not administer finds "
+        "nothing). Every member is optional: `scope.state` the states as the dates give them "
+        "today (a hold past its last day is `available`), `scope.prefix` the digits the number "
+        f"starts with (with `scope.dialcode`, together at most {MAX_DDI_DIGITS} digits), "
+        f"`limit` 1 to {read.MAX_LIMIT:,} (default {read.DEFAULT_LIMIT}), `after` the `next` "
+        "of a previous answer (any other string is a 400).",
+        {
+            "available numbers starting with 20712": {
+                "scope": {"state": ["available"], "dialcode": "44", "prefix": "20712"},
+                "limit": 2,
+            },
+            "the page after": {
+                "scope": {"state": ["available"], "dialcode": "44", "prefix": "20712"},
+                "limit": 2,
+                "after": CURSOR,
+            },
+        },
+    ),
+    "reserveNumbers": (
+        "post /rest/numbers/reserve numbers NumbersResult ReserveRequest json auth 404 409",
+        "Reserve numbers for a company until a day",
+        "System-Admin. `scope` names one `number` or, with `prefix` and `count` (1 to "
+        f"{requests.MAX_COUNT:,}, only with a prefix), the `count` lowest available numbers "
+        "that start with it; never both. `values.until`: a day (YYYY-MM-DD, REPORT_TIMEZONE) "
+        f"from today to {reserving.MAX_DAYS} days ahead, {reserving.DEFAULT_DAYS} days ahead "
+        "when left out. All or nothing. By number: one in service is a 409 `conflict`; one "
+        "reserved for another company a 409 `number_reserved`, aging after leaving another "
+        "company a 409 `number_aging`, unless `force`: true with a `reason` (one without the "
+        "other is a 400); one not in the inventory a 404. By prefix: too few available is a "
+        "409 `not_enough_numbers` whose `fields.count` says how many are.",
+        {
+            "ten numbers by prefix": {
+                "scope": {"dialcode": "44", "prefix": "20712", "count": 10},
+                "values": {"company": "acme"},
+            },
+            "one number, until a day": {
+                "scope": {"dialcode": "44", "number": "2071230000"},
+                "values": {"company": "acme", "until": "(30 days ahead)"},
+            },
+            "taken over from another company": {
+                "scope": {"dialcode": "44", "number": "2071230000"},
+                "values": {"company": "globex"},
+                "force": True,
+                "reason": "contract moved to globex, ticket 4711",
+            },
+        },
+    ),
+    "releaseNumbers": (
+        "post /rest/numbers/release numbers WriteResult ReleaseRequest json auth 404 409",
+        "Give reserved numbers back to the stock",
+        "System-Admin. `scope` names one `number` or every number starting with `prefix`, "
+        "never both. By number: one not reserved today is a 409 `conflict` saying what it is, "
+        "one not in the inventory a 404. By prefix: every number reserved today that starts "
+        "with it, whichever company it is for; none is a success with `numrows` 0.",
+        {
+            "one number": {"scope": {"dialcode": "44", "number": "2071230000"}},
+            "every reservation of a prefix": {"scope": {"dialcode": "44", "prefix": "20712"}},
+        },
+    ),
+    "allocateNumbers": (
+        "post /rest/numbers/allocate numbers NumbersResult AllocateRequest json auth 409",
+        "Put numbers from the stock in service for a company",
+        "System-Admin. The `count` lowest numbers of `dialcode` (starting with `prefix`, if "
+        "given) reserved for `values.company`, then the lowest available ones, go in service "
+        "for it in one transaction, with extensions counting up from `virt_exten` in number "
+        "order, keeping its width; extensions that would pass 10 digits are a 400. With "
+        "`force`: true and a `reason` (one without the other is a 400), numbers held for other "
+        "companies may be taken after those. Too few: 409 `not_enough_numbers`, `fields.count` "
+        "saying how many there are, nothing changed.",
+        {
+            "three numbers by prefix": {
+                "scope": {"dialcode": "44", "prefix": "20712", "count": 3},
+                "values": {"company": "acme", "virt_exten": "2001"},
+            },
+            "held numbers too": {
+                "scope": {"dialcode": "44", "count": 2},
+                "values": {"company": "globex", "virt_exten": "300"},
+                "force": True,
+                "reason": "numbers promised in the contract",
+            },
+        },
+    ),
+    "retireNumbers": (
+        "post /rest/numbers/retire numbers WriteResult RetireRequest json auth 404 409",
+        "Remove available or aging numbers from the inventory",
+        "System-Admin. `scope` names one `number` or every number starting with `prefix`, "
+        "never both; an aging number leaves only with `force`: true and a `reason` (one "
+        "without the other is a 400). Their history and audit entries stay. By number: in "
+        "service or reserved is a 409 `conflict`, aging without force a 409 `number_aging`, "
+        "not in the inventory a 404. By prefix: every available number that starts with it "
+        "(aging ones too when forced; one aging number without force is the 409 and nothing "
+        "is retired); numbers in service or reserved are left as they are.",
+        {
+            "one number": {"scope": {"dialcode": "44", "number": "2071230000"}},
+            "a block returned to the carrier": {
+                "scope": {"dialcode": "44", "prefix": "207123"},
+                "force": True,
+                "reason": "block returned to the carrier",
+            },
         },
     ),
     "readEvents": (
@@ -747,6 +924,47 @@ def _today(schemas: dict[str, Any], today: date) -> None:
         closable["then"] = {"if": {"properties": {"year": {"const": today.year}}}, "then": ended}
 
 
+def _days_pattern(first: date, last: date) -> str:
+    """An ECMA pattern matching exactly the days from `first` to `last` written YYYY-MM-DD:
+    per month, its days grouped by their tens digit."""
+    months: dict[tuple[int, int], list[int]] = {}
+    day = first
+    while day <= last:
+        months.setdefault((day.year, day.month), []).append(day.day)
+        day += timedelta(days=1)
+    choices = []
+    for (year, month), days in months.items():
+        tens: dict[int, list[int]] = {}
+        for d in days:
+            tens.setdefault(d // 10, []).append(d % 10)
+        parts = [f"{t}{u[0]}" if len(u) == 1 else f"{t}[{u[0]}-{u[-1]}]" for t, u in tens.items()]
+        choices.append(f"{year:04d}-{month:02d}-(?:{'|'.join(parts)})")
+    return f"^(?:{'|'.join(choices)})$"
+
+
+def _reservable(schemas: dict[str, Any], today: date) -> None:
+    """A reservation's `until`: today to MAX_DAYS ahead (reserving._until), as a pattern of
+    today's days: JSON Schema compares no dates."""
+    last = today + timedelta(days=reserving.MAX_DAYS)
+    schemas["ReserveValues"]["properties"]["until"] = {
+        "type": "string",
+        "pattern": _days_pattern(today, last),
+        "description": f"The last day held, YYYY-MM-DD in REPORT_TIMEZONE: from today "
+        f"({today.isoformat()}) to {reserving.MAX_DAYS} days ahead ({last.isoformat()}); "
+        f"{reserving.DEFAULT_DAYS} days ahead when left out.",
+    }
+
+
+def _dated_examples(paths: dict[str, Any], today: date) -> None:
+    """The examples that name a day, on today's calendar (a fixed day would leave the range
+    the document states)."""
+    content = paths["/rest/numbers/reserve"]["post"]["requestBody"]["content"]
+    for example in content["application/json"]["examples"].values():
+        values = example["value"].get("values", {})
+        if "until" in values:
+            values["until"] = (today + timedelta(days=reserving.DEFAULT_DAYS)).isoformat()
+
+
 def document(today: date, server: str) -> dict[str, Any]:
     """The OpenAPI document as of `today` (in REPORT_TIMEZONE), for the app at `server`.
 
@@ -757,10 +975,12 @@ def document(today: date, server: str) -> dict[str, Any]:
     and answer schema is a named component."""
     schemas = copy.deepcopy(_schemas())
     _today(schemas, today)
+    _reservable(schemas, today)
     paths: dict[str, Any] = {}
     for operation_id, (spec, *_) in OPERATIONS.items():
         method, path = spec.split()[:2]
         paths.setdefault(path, {})[method] = _operation(operation_id, schemas)
+    _dated_examples(paths, today)
     bearer = "An API token from /account/tokens or `flask --app app tokens create`."
     session = "A browser session; every POST then needs X-CSRFToken."
     return {

@@ -38,20 +38,8 @@ def _body(name: str, doc: str, kind: str, rules: dict[str, Any] | None = None, *
     return model
 
 
-# An override's two members come together (inventory.parse_override): a reason only with
-# "force": true, and "force": true only with a reason.
-OVERRIDE_RULES = {
-    "allOf": [
-        {
-            "if": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
-            "then": {"properties": {"force": {"const": True}}, "required": ["force"]},
-        },
-        {
-            "if": {"properties": {"force": {"const": True}}, "required": ["force"]},
-            "then": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
-        },
-    ]
-}
+# An override's two members come together: one rule for every body that takes them.
+OVERRIDE_RULES = fields.OVERRIDE_RULES
 
 
 def _record_bodies(kind: Kind) -> dict[str, Any]:

@@ -5,7 +5,8 @@ Who may open it is Principal.may_view_company; a company outside it answers NotF
 like a missing one. The billing figures are the reports' own numbers (reports.peak_lists, read
 for one company over the twelve months at once), shown only to a principal that may read this
 company's reports (Principal.may_report_on): a Company-Admin without a reporting grant sees the
-counts now and the links, not the billing history.
+counts now and the links, not the billing history. The numbers reserved for the company
+(docs/numbers.md) are shown to whoever administers it, who may list them.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from ..models import (
     Account,
     Company,
     Ddi,
+    Number,
     PhoneUser,
     account_admin_companies,
     account_reporting_companies,
 )
+from . import inventory
 from .billing import month_changes, periods, reports
 
 MONTHS = 12
@@ -77,6 +80,8 @@ class Overview:
     billing: Billing | None  # None: the principal may not read this company's billing counts
     admins: list[Grantee] | None  # Company-Admin grants; None unless a System-Admin asks
     reporters: list[Grantee] | None  # Billing/Call Reporting grants; likewise
+    # Numbers reserved for it today; None unless the principal administers the company.
+    reserved: int | None = None
 
 
 def overview(principal: Principal, company_id: str, today: date | None = None) -> Overview:
@@ -94,6 +99,7 @@ def overview(principal: Principal, company_id: str, today: date | None = None) -
     if principal.system_admin:
         admins = _grantees(account_admin_companies, company_id)
         reporters = _grantees(account_reporting_companies, company_id)
+    reserved = reserved_count(company_id) if principal.may_admin(company_id) else None
     return Overview(
         company.id,
         company.name,
@@ -103,7 +109,19 @@ def overview(principal: Principal, company_id: str, today: date | None = None) -
         billing,
         admins,
         reporters,
+        reserved,
     )
+
+
+def reserved_count(company_id: str) -> int:
+    """How many numbers are reserved for the company today (held through today or later; a
+    reservation past its last day is available, inventory.state_of). No access check:
+    `overview` asks the Principal. One range of ix_numbers_held_for, the company's numbers
+    held for it, however large the stock."""
+    query = select(func.count()).where(
+        Number.held_for == company_id, inventory.in_state(inventory.RESERVED, inventory.today())
+    )
+    return db.session.scalar(query) or 0
 
 
 def _month_shift(year: int, month: int, step: int) -> tuple[int, int]:

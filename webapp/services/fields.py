@@ -29,6 +29,20 @@ REASON_MAX = 500
 _CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
 _CONTROL = re.compile(f"[{_CONTROLS}]")
 REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
+# An override's two members come together (inventory.parse_override), as JSON Schema: a reason
+# only with "force": true, and "force": true only with a reason.
+OVERRIDE_RULES: dict[str, Any] = {
+    "allOf": [
+        {
+            "if": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+            "then": {"properties": {"force": {"const": True}}, "required": ["force"]},
+        },
+        {
+            "if": {"properties": {"force": {"const": True}}, "required": ["force"]},
+            "then": {"properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+        },
+    ]
+}
 
 
 def parse_reason(value: Any, asked: str) -> str:

@@ -259,17 +259,21 @@ def number_change(
     event. `before` and `after` (None for a stock and a retire) hold at least `state`, and
     `company` for a reservation (the company it is for; None otherwise): the entry and the
     event are that company's, so its Company-Admin sees its reservations and nothing about
-    stock or aging numbers. The target is the DDI's ('ddi 44:2071230000'), so the number's
-    page shows its whole life in one timeline."""
+    stock or aging numbers. A reservation taken over from another company is a move between
+    them, as a DDI's: that company is the entry's `other_company`, so the entry is in both
+    audits and each reader sees only its own side (access.redact), as the change event does.
+    The target is the DDI's ('ddi 44:2071230000'), so the number's page shows its whole life
+    in one timeline."""
     ident = {"dialcode": key[0], "number": key[1]}
-    company = (after or {}).get("company") or (before or {}).get("company")
+    then, now = (before or {}).get("company"), (after or {}).get("company")
     return AuditData(
         f"number.{action}",
         f"ddi {key[0]}:{key[1]}",
-        company=company,
+        company=now or then,
         before=None if before is None else {**ident, **before},
         after=None if after is None else {**ident, **after},
         detail=detail,
+        other_company=then if now and then and then != now else None,
     )
 
 

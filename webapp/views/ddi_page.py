@@ -1,12 +1,14 @@
-"""A DDI's own page, /ddis/<dialcode>/<number>: its values, history and audit entries
-(services/records/ddi_timeline.py decides what the account may see)."""
+"""A DDI's own page, /ddis/<dialcode>/<number>: the number's state now, its values, history
+and audit entries (services/records/ddi_timeline.py decides what the account may see)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from flask import Blueprint, render_template
 from flask_login import login_required
 
-from ..services import companies
+from ..services import companies, inventory
 from ..services.identity import accounts
 from ..services.records import crud, ddi_timeline, kinds
 from .audit import row_links
@@ -14,6 +16,13 @@ from .audit_values import changes
 from .common import principal
 
 bp = Blueprint("ddi_page", __name__)
+# A number's state as the page names it (docs/numbers.md).
+STATE_LABELS = {
+    inventory.IN_SERVICE: "In service",
+    inventory.RESERVED: "Reserved",
+    inventory.AVAILABLE: "Available (in stock)",
+    inventory.AGING: "Aging (after leaving a company)",
+}
 
 
 @bp.get("/ddis/<dialcode>/<number>")
@@ -24,6 +33,8 @@ def show(dialcode: str, number: str):
     entries = timeline.audit.rows
     # Every company the page names, and which actors are accounts: one query each (as /audit).
     named = [timeline.current["company"] if timeline.current else None]
+    if (now := timeline.number_now) is not None:
+        named += [now.held_for, now.previous_company]
     named += [iv.company for iv in timeline.intervals]
     named += [c for e in entries for c in (e.company, e.other_company)]
     return render_template(
@@ -35,4 +46,6 @@ def show(dialcode: str, number: str):
         company_labels=companies.labels(me, named),
         accounts=accounts.existing(me, (e.actor for e in entries)),
         row_links=row_links,
+        state_labels=STATE_LABELS,
+        one_day=timedelta(days=1),
     )

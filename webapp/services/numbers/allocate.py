@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
-from pydantic import TypeAdapter, with_config
+from pydantic import ConfigDict, TypeAdapter, with_config
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from typing_extensions import TypedDict
 
@@ -19,7 +19,7 @@ from ...extensions import db
 from ...models import Number
 from ...wording import counted
 from .. import inventory
-from ..fields import STRICT, TYPES, Bounded, validated
+from ..fields import OVERRIDE_RULES, STRICT, TYPES, Bounded, validated
 from ..records import crud, ddis
 from ..records.kinds import DDI
 from . import answers, picking, requests
@@ -48,15 +48,18 @@ class AllocateScope(TypedDict):
 
 @with_config(STRICT)
 class AllocateValues(TypedDict):
-    """Where they go in service: the company, and the first extension (counting up)."""
+    """Where they go in service: the company, and the first extension, counting up in number
+    order and keeping its width (`0099`, `0100`, …); extensions that would pass 10 digits
+    (`virt_exten` plus `count` - 1 over 9999999999) are a 400."""
 
     company: CompanyId
     virt_exten: Extension
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra=OVERRIDE_RULES))
 class AllocateRequest(TypedDict):
-    """The body of allocateNumbers."""
+    """The body of allocateNumbers. `reason` only with `force`: true, and `force`: true only
+    with a `reason`."""
 
     scope: AllocateScope
     values: AllocateValues

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, TypeAdapter, with_config
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    with_config,
+)
 from pydantic_core import PydanticCustomError
 from sqlalchemy import (
     Column,
@@ -44,7 +51,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.expression import UnaryExpression
 from sqlalchemy.sql.visitors import replacement_traverse
-from typing_extensions import TypedDict
+from typing_extensions import TypeAliasType, TypedDict
 
 from ...access import Principal
 from ...database import on_postgresql, upper_bound
@@ -52,7 +59,16 @@ from ...errors import Forbidden, Invalid
 from ...extensions import db
 from ...models import Ddi, Number
 from .. import inventory
-from ..fields import FORMATS, MAX_DDI_DIGITS, STRICT, TYPES, Bounded, CompanyId, validated
+from ..fields import (
+    FORMATS,
+    MAX_DDI_DIGITS,
+    MAX_DIALCODE,
+    STRICT,
+    TYPES,
+    Bounded,
+    CompanyId,
+    validated,
+)
 from . import answers
 
 DEFAULT_LIMIT = 100
@@ -64,6 +80,9 @@ LIMIT = Bounded(1, MAX_LIMIT, DEFAULT_LIMIT, why=f"must be from 1 to {MAX_LIMIT}
 MAX_RANGED_COMPANIES = 64
 MAX_CURSOR = 100  # characters: the cursor of the longest dialcode and number is about 60
 NOT_A_CURSOR = "must be the `next` of a previous answer"
+# What every cursor looks like (URL-safe base64, unpadded): the OpenAPI document's pattern; a
+# string of that look is a cursor only if a `next` gave it.
+CURSOR_PATTERN = f"^[A-Za-z0-9_-]{{1,{MAX_CURSOR}}}$"
 PREFIX_WHY = "must be 1 to 15 digits"
 NO_STATE = "must hold at least one state"
 # The states a Company-Admin's numbers can be in: stock and aging numbers do not exist for it.
@@ -120,9 +139,10 @@ if TYPE_CHECKING:
     Dialcode = str
 else:
     Dialcode = TYPES["dialcode"]
-State = Literal["in_service", "reserved", "available", "aging"]
+# A named type, so that a generated client has one enum of the states (not one per list).
+NumberState = TypeAliasType("NumberState", Literal["in_service", "reserved", "available", "aging"])
 States = Annotated[
-    list[State],
+    list[NumberState],
     AfterValidator(_states),
     Field(max_length=len(inventory.STATES), json_schema_extra={"minItems": 1}),
 ]
@@ -140,12 +160,35 @@ Cursor = Annotated[
     str,
     StringConstraints(strict=True),
     AfterValidator(_cursor),
-    Field(description="The `next` of a previous answer: the page after it."),
+    Field(
+        description="The `next` of a previous answer: the page after it. Opaque: only a "
+        "`next` the API gave is a cursor, anything else is a 400 (`fields.after`).",
+        json_schema_extra={"pattern": CURSOR_PATTERN},
+    ),
 ]
 
 
-@with_config(STRICT)
-class NumberScope(TypedDict, total=False):
+# A dialcode and a prefix together at most MAX_DDI_DIGITS digits (parse), as JSON Schema.
+PREFIX_DIGITS: dict[str, Any] = {
+    "dialcode": {
+        "anyOf": [
+            {
+                "properties": {
+                    "dialcode": {"maxLength": k},
+                    "prefix": {"maxLength": MAX_DDI_DIGITS - k},
+                }
+            }
+            for k in range(1, MAX_DIALCODE + 1)
+        ]
+    }
+}
+
+
+SCOPE_EXTRA: dict[str, Any] = {"dependentSchemas": PREFIX_DIGITS}
+
+
+@with_config(ConfigDict(**STRICT, json_schema_extra=SCOPE_EXTRA))
+class ReadScope(TypedDict, total=False):
     """Only the numbers in one of these states (as their dates say today), of this dialcode,
     starting with these digits, and in service for or reserved for this company."""
 
@@ -159,7 +202,7 @@ class NumberScope(TypedDict, total=False):
 class ReadNumbersRequest(TypedDict, total=False):
     """The body of readNumbers: every member optional; null is the default, as absent."""
 
-    scope: NumberScope | None
+    scope: ReadScope | None
     limit: Annotated[int, LIMIT, Field(description="Numbers in the page.")] | None
     after: Cursor | None
 

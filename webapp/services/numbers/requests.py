@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     PlainValidator,
     Strict,
     TypeAdapter,
@@ -22,7 +23,19 @@ from typing_extensions import TypedDict
 
 from ...errors import Invalid
 from .. import fields, inventory
-from ..fields import ISO_DATE, MAX_DDI_DIGITS, STRICT, TYPES, Bounded, CompanyId, Where, validated
+from ..fields import (
+    DDI_DIGITS,
+    ISO_DATE,
+    MAX_DDI_DIGITS,
+    OVERRIDE_RULES,
+    REASON_PATTERN,
+    STRICT,
+    TYPES,
+    Bounded,
+    CompanyId,
+    Where,
+    validated,
+)
 
 MAX_COUNT = 10_000  # numbers one reserve by prefix takes
 REASON_MAX = fields.REASON_MAX
@@ -90,7 +103,10 @@ Reason = Annotated[
             "type": "string",
             "minLength": 1,
             "maxLength": REASON_MAX,
-            "description": "Why a number held for a company is taken; kept in the audit log.",
+            "pattern": REASON_PATTERN,
+            "description": "Why a number held for a company is taken (1 to 500 characters, "
+            "not only white space, no control character but tabs and line breaks); kept in "
+            "the audit log. Only with `force`: true.",
         }
     ),
 ]
@@ -100,19 +116,40 @@ def _not_text() -> date:
     raise PydanticCustomError("day", "must be a string")
 
 
-@with_config(STRICT)
-class NumberScope(TypedDict):
-    """One number (`number`) or every number starting with `prefix`, of `dialcode`."""
+# The rules across a scope's members (_target), as JSON Schema: a number or a prefix, never
+# both; dialcode and number together at most MAX_DDI_DIGITS digits (a prefix has no such
+# bound here: a longer one matches no number).
+ONE_NUMBER = {"required": ["number"], "not": {"required": ["prefix"]}}
+BY_PREFIX = {"required": ["prefix"], "not": {"required": ["number"]}}
+SCOPE_RULES: dict[str, Any] = {"oneOf": [ONE_NUMBER, BY_PREFIX], "dependentSchemas": DDI_DIGITS}
+# A reserve's count comes exactly with a prefix.
+RESERVE_SCOPE_RULES: dict[str, Any] = {
+    "oneOf": [
+        {**ONE_NUMBER, "not": {"anyOf": [{"required": ["prefix"]}, {"required": ["count"]}]}},
+        {**BY_PREFIX, "required": ["prefix", "count"]},
+    ],
+    "dependentSchemas": DDI_DIGITS,
+}
+
+
+@with_config(ConfigDict(**STRICT, json_schema_extra=SCOPE_RULES))
+class NumberOrPrefix(TypedDict):
+    """One number (`number`) or every number starting with `prefix`, of `dialcode`: exactly
+    one of `number` and `prefix`."""
 
     dialcode: Dialcode
     number: NotRequired[NumberDigits]
     prefix: NotRequired[Prefix]
 
 
-@with_config(STRICT)
-class ReserveScope(NumberScope):
-    """One number, or the `count` lowest available numbers starting with `prefix`."""
+@with_config(ConfigDict(**STRICT, json_schema_extra=RESERVE_SCOPE_RULES))
+class ReserveScope(TypedDict):
+    """One number, or the `count` lowest available numbers starting with `prefix`: exactly
+    one of `number` and `prefix`, and `count` exactly with `prefix`."""
 
+    dialcode: Dialcode
+    number: NotRequired[NumberDigits]
+    prefix: NotRequired[Prefix]
     count: NotRequired[Annotated[int, COUNT]]
 
 
@@ -124,9 +161,10 @@ class ReserveValues(TypedDict):
     until: NotRequired[Day]
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra=OVERRIDE_RULES))
 class ReserveRequest(TypedDict):
-    """The body of reserveNumbers."""
+    """The body of reserveNumbers. `reason` only with `force`: true, and `force`: true only
+    with a `reason`."""
 
     scope: ReserveScope
     values: ReserveValues
@@ -138,14 +176,15 @@ class ReserveRequest(TypedDict):
 class ReleaseRequest(TypedDict):
     """The body of releaseNumbers."""
 
-    scope: NumberScope
+    scope: NumberOrPrefix
 
 
-@with_config(STRICT)
+@with_config(ConfigDict(**STRICT, json_schema_extra=OVERRIDE_RULES))
 class RetireRequest(TypedDict):
-    """The body of retireNumbers."""
+    """The body of retireNumbers. `reason` only with `force`: true, and `force`: true only
+    with a `reason`."""
 
-    scope: NumberScope
+    scope: NumberOrPrefix
     force: NotRequired[Flag]
     reason: NotRequired[Reason]
 
