@@ -9,11 +9,11 @@ takes: the report for every company (totals row and the first companies by billa
 the largest company's page, its calendar of last month at 1280 and 390 px, a day's drill-down
 of it (in the calendar's panel at 1280 px, and as a page at 390 px), the company picker's
 suggestions on the DDI list, the audit log filtered by a number as people write it, a DDI's
-page, the top bar's search at desktop and phone width (`search_shots`), the preview of an
-import (a
-customer's numbers moved, a block ported in, extensions changed; previewed, never applied),
-and a closed month's report with the changes since its close: it closes the last ended month
-and backfills a late batch of history into it (`_late_batch`), so run it on a copy.
+page, Find free numbers on the stock bench/pages.py adds, the top bar's search at desktop and
+phone width (`search_shots`), the preview of an import (a customer's numbers moved, a block
+ported in, extensions changed; previewed, never applied), and a closed month's report with the
+changes since its close: it closes the last ended month and backfills a late batch of history
+into it (`_late_batch`), so run it on a copy.
 """
 
 from __future__ import annotations
@@ -135,6 +135,13 @@ def _day_drill_down(page, base: str, out: Path) -> None:
     page.set_viewport_size({"width": 1280, "height": 860})
 
 
+def _free_numbers(page, base: str, out: Path) -> None:
+    """Find free numbers on the stock bench/pages.py adds (a million from 44 2071000000 on):
+    twenty London numbers of 20712, with the Reserve and Allocate forms below them."""
+    page.goto(f"{base}/ddis/free?dialcode=44&prefix=20712&count=20")
+    page.screenshot(path=out / "free-numbers.png", full_page=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -180,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
             page.goto(f"{app.base}/ddis/44/1000000001")
             page.screenshot(path=args.out / "ddi-page.png", full_page=True)
+            _free_numbers(page, app.base, args.out)
             search_shots(page, args.out)
 
             page.goto(f"{app.base}/ddis/import")
