@@ -346,3 +346,23 @@ def test_a_number_a_racing_writer_added_is_a_409_by_the_unique_key(world, monkey
     assert "someone else meanwhile" in r.json["error"]["message"]
     assert stored() == [("44", "2", "available", "")]
     assert count(AuditEntry) == 1 and count(Event) == 1
+
+
+def test_a_large_stock_leaves_fresh_statistics_on_postgresql(world, monkeypatch):
+    """After a stock of ANALYZE_AFTER numbers or more the inventory is analyzed at once
+    (PostgreSQL): the planner then knows the new numbers' ranges, instead of judging them
+    empty until autovacuum comes by. Shown by pg_class.reltuples, which ANALYZE sets."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite's planner is not given statistics here")
+    from sqlalchemy import text
+
+    def counted() -> float:
+        return db.session.scalar(text("SELECT reltuples FROM pg_class WHERE relname = 'numbers'"))
+
+    monkeypatch.setattr(stock, "ANALYZE_AFTER", 3)
+    # Two numbers, then three: the second stock is large enough, and counts all five.
+    assert post(world, {"values": [row("2071000000"), row("2071000001")]}).status_code == 200
+    body = {"block": {"dialcode": "44", "first": "2072000000", "count": 3}}
+    assert post(world, body).status_code == 200
+    db.session.rollback()
+    assert counted() == 5

@@ -101,13 +101,26 @@ def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
         for chunk in intervals.chunks(numbers):
             query = (
                 select(Number)
-                .where(Number.dialcode == dialcode, one_of(session, Number.number, list(chunk)))
+                .where(*_keys(session, dialcode, chunk))
                 .order_by(Number.dialcode, Number.number)
                 .with_for_update()
             )
             for row in session.scalars(query):
                 found[(row.dialcode, row.number)] = row
     return found
+
+
+def _keys(session: Session, dialcode: str, numbers: Sequence[str]) -> list[ColumnElement[bool]]:
+    """The numbers of one dialcode, as conditions: the list, and its span as a key range, so
+    that the index is searched by range whatever the planner's statistics say (just after a
+    large stock PostgreSQL's know nothing of its numbers and may scan the dialcode's whole
+    range for the list: 170 ms for 100 numbers among a million)."""
+    return [
+        Number.dialcode == dialcode,
+        Number.number >= min(numbers),
+        Number.number <= max(numbers),
+        one_of(session, Number.number, list(numbers)),
+    ]
 
 
 def held_against(session: Session, taking: Sequence[Taking]) -> dict[Key, Conflict]:
@@ -119,8 +132,7 @@ def held_against(session: Session, taking: Sequence[Taking]) -> dict[Key, Confli
     for dialcode, numbers in _by_dialcode(wanted):
         for chunk in intervals.chunks(numbers):
             query = select(Number).where(
-                Number.dialcode == dialcode,
-                one_of(session, Number.number, list(chunk)),
+                *_keys(session, dialcode, chunk),
                 Number.state.in_(HELD),
                 Number.held_until >= on,
             )

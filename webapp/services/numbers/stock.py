@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NotRequired
 
 from pydantic import ConfigDict, Field, StringConstraints, TypeAdapter, with_config
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from typing_extensions import TypedDict
 
 from ...access import Principal
-from ...database import bulk_cache, insert_rows, one_of, write_transaction
+from ...database import bulk_cache, insert_rows, on_postgresql, one_of, write_transaction
 from ...errors import Conflict, Invalid
 from ...models import Number
 from .. import changes, inventory
@@ -40,6 +40,8 @@ from ..history import intervals
 MAX_ROWS = 10_000  # rows of one request, and numbers of one block
 MAX_DESCRIPTION = 200
 CHUNK = 5000  # numbers looked up and written together
+# A stock at least this large is followed by ANALYZE of the inventory on PostgreSQL (write).
+ANALYZE_AFTER = 50_000
 NAMED = 5  # existing numbers a 409 names
 if TYPE_CHECKING:
     Dialcode = str
@@ -203,7 +205,8 @@ def write(principal: Principal, chunks: Any) -> int:
 
     Guarantees: System-Admin only; a number already in the inventory, in any state, is a
     Conflict naming the first few found (by their Entry labels) and nothing is written; so is
-    one a racing writer adds meanwhile (the unique key). Only one chunk is held at a time."""
+    one a racing writer adds meanwhile (the unique key). Only one chunk is held at a time. On
+    PostgreSQL a stock of ANALYZE_AFTER numbers or more leaves the inventory analyzed."""
     principal.require_system_admin("stock numbers")
     with write_transaction() as session, bulk_cache(session):
         tally = changes.write_chunks(
@@ -213,6 +216,12 @@ def write(principal: Principal, chunks: Any) -> int:
             changes.Lock(),
             lambda now: _steps(session, chunks(), now),
         )
+    if tally.audited >= ANALYZE_AFTER and on_postgresql():
+        # Fresh statistics, as after any bulk load: until autovacuum's own ANALYZE, which may
+        # be a minute away, the planner knows nothing of the new numbers and judges their
+        # ranges empty (an allocation from a million just stocked took 450 ms, not 70).
+        with write_transaction() as session:
+            session.execute(text("ANALYZE numbers"))
     return tally.audited
 
 
