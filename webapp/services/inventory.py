@@ -101,7 +101,7 @@ def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
         for chunk in intervals.chunks(numbers):
             query = (
                 select(Number)
-                .where(*_keys(session, dialcode, chunk))
+                .where(*key_conditions(session, dialcode, chunk))
                 .order_by(Number.dialcode, Number.number)
                 .with_for_update()
             )
@@ -110,7 +110,9 @@ def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
     return found
 
 
-def _keys(session: Session, dialcode: str, numbers: Sequence[str]) -> list[ColumnElement[bool]]:
+def key_conditions(
+    session: Session, dialcode: str, numbers: Sequence[str]
+) -> list[ColumnElement[bool]]:
     """The numbers of one dialcode, as conditions: the list, and its span as a key range, so
     that the index is searched by range whatever the planner's statistics say (just after a
     large stock PostgreSQL's know nothing of its numbers and may scan the dialcode's whole
@@ -132,7 +134,7 @@ def held_against(session: Session, taking: Sequence[Taking]) -> dict[Key, Confli
     for dialcode, numbers in _by_dialcode(wanted):
         for chunk in intervals.chunks(numbers):
             query = select(Number).where(
-                *_keys(session, dialcode, chunk),
+                *key_conditions(session, dialcode, chunk),
                 Number.state.in_(HELD),
                 Number.held_until >= on,
             )

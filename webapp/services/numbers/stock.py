@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from typing_extensions import TypedDict
 
 from ...access import Principal
-from ...database import bulk_cache, insert_rows, on_postgresql, one_of, write_transaction
+from ...database import bulk_cache, insert_rows, on_postgresql, write_transaction
 from ...errors import Conflict, Invalid
 from ...models import Number
 from .. import changes, inventory
@@ -271,7 +271,7 @@ def existing(session: Session, chunk: list[Entry]) -> list[Entry]:
         # PostgreSQL takes the whole list as one array; SQLite a few hundred parameters.
         for numbers in [all_numbers] if postgresql else intervals.chunks(all_numbers):
             query = select(Number.number).where(
-                Number.dialcode == dialcode, one_of(session, Number.number, list(numbers))
+                *inventory.key_conditions(session, dialcode, numbers)
             )
             found.update((dialcode, n) for n in session.scalars(query))
     return [e for e in chunk if (e.dialcode, e.number) in found] if found else []
