@@ -51,6 +51,7 @@ def retire(principal: Principal, body: Any) -> int:
                     .where(Number.id.in_(chunk))
                     .execution_options(synchronize_session=False)
                 )
+            inventory.forget_words(session, [(row.dialcode, row.number) for row in rows])
             return changes.Change(
                 audit=[
                     inventory.number_change(
