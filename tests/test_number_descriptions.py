@@ -29,9 +29,7 @@ def description(number: str = "2071230000") -> str | None:
 
 def words(number: str = "2071230000") -> list[str]:
     db.session.rollback()
-    query = select(NumberWord.word).where(
-        NumberWord.dialcode == "44", NumberWord.number == number
-    )
+    query = select(NumberWord.word).where(NumberWord.dialcode == "44", NumberWord.number == number)
     return sorted(db.session.scalars(query))
 
 
