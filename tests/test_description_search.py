@@ -10,7 +10,7 @@ import random
 import re
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event
 
 from webapp.access import Principal
 from webapp.errors import Invalid
@@ -19,7 +19,7 @@ from webapp.services.records import crud, kinds, listing, record_query
 
 from .factories import OPERATOR, World
 from .list_cells import table_rows
-from .test_number_search import ACME, GLOBEX, INITECH, as_tuples, key_of, soup, walk_both_ways
+from .test_number_search import ACME, GLOBEX, INITECH, key_of, soup, walk_both_ways
 
 ROOT = OPERATOR
 ACME_ADMIN = Principal(username="a", via="cli", admin_of=frozenset({ACME}))
