@@ -277,3 +277,14 @@ def test_inventory_checks_hold_with_three_companies(world):
         values = {**DDI, "number": str(i), "company": company, "description": f"Line {i}"}
         ok(ops(world, "create", {"values": values}))
     assert_history_consistent()
+
+
+def test_a_description_that_is_not_unicode_is_a_400(world):
+    body = '{"type": "ddi", "values": {"dialcode": "44", "number": "1", "virt_exten": "1", '
+    body += '"company": "acme", "description": "a\\ud800"}}'
+    r = world.client.post(
+        "/rest/ops/create/",
+        data=body,
+        headers={**world.root.headers, "Content-Type": "application/json"},
+    )
+    refused(r, 400, {"description": "must be valid Unicode"})

@@ -358,7 +358,16 @@ def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, 
     if not isinstance(data, Mapping):
         where = prefix.rstrip(".") or name
         raise Invalid(f"'{where}' must be an object.", {where: "must be an object"})
-    if found := check(part.adapter, data)[1]:
+    value, found = check(part.adapter, data)
+    if value is None and not found:
+        # Text that is not Unicode (a lone surrogate) where any text is allowed (fields.check):
+        # refused as no database could store it.
+        found = [
+            ((k,), "must be valid Unicode")
+            for k, v in data.items()
+            if isinstance(v, str) and not _unicode(v)
+        ]
+    if found:
         order = {key: i for i, key in enumerate(data)}
         found.sort(key=lambda p: order.get(str(p[0][0]), len(order)))
         _refuse(
