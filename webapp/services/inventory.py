@@ -204,8 +204,8 @@ def enter_service(
             .execution_options(synchronize_session=False)
         )
     if new:
-        for row in new:
-            row["description"] = described.get((row["dialcode"], row["number"]), "")
+        for fresh in new:
+            fresh["description"] = described.get((fresh["dialcode"], fresh["number"]), "")
         try:
             insert_rows(session, Number.__table__, new)
         except IntegrityError as exc:

@@ -76,7 +76,7 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
 def description(dialcode: str, number: str) -> str:
     """The description of a number ('' when it has none, or is not in the inventory); the
     caller has checked that the principal sees the DDI (the edit form's, record_query.get)."""
-    found = inventory.descriptions(db.session, [(dialcode, number)])
+    found = inventory.descriptions(db.session(), [(dialcode, number)])
     return found.get((dialcode, number), "")
 
 
