@@ -288,3 +288,20 @@ def test_a_description_that_is_not_unicode_is_a_400(world):
         headers={**world.root.headers, "Content-Type": "application/json"},
     )
     refused(r, 400, {"description": "must be valid Unicode"})
+
+
+def test_the_openapi_document_states_the_description_where_it_is_taken_only(world):
+    schemas = world.client.get("/rest/openapi.json").json["components"]["schemas"]
+    described = {"$ref": "#/components/schemas/NumberDescription"}
+    for name in ("Ddi", "DdiChanges", "DdiLink"):
+        assert schemas[name]["properties"]["description"] == described, name
+        assert "description" not in schemas[name].get("required", []), name
+    assert schemas["NumberDescription"]["maxLength"] == 200
+    # A read answers a DDI's four fields, exactly.
+    answer = schemas["DdiRecord"]
+    assert sorted(answer["properties"]) == sorted(answer["required"])
+    assert sorted(answer["required"]) == ["company", "dialcode", "number", "virt_exten"]
+    items = schemas["ReadResult"]["properties"]["values"]["items"]["oneOf"]
+    assert {"$ref": "#/components/schemas/DdiRecord"} in items
+    for name in ("PhoneUser", "RecordChanges"):
+        assert "description" not in schemas[name]["properties"], name

@@ -104,7 +104,10 @@ class ReadResult(TypedDict):
     values: Annotated[
         list[Any],
         WithJsonSchema(
-            {"type": "array", "items": {"oneOf": [_ref(k.schema) for k in KINDS.values()]}}
+            {
+                "type": "array",
+                "items": {"oneOf": [_ref(k.answer_part.name) for k in KINDS.values()]},
+            }
         ),
     ]
     numrows: Annotated[int, Field(ge=0, description="Rows in this answer.")]
@@ -359,6 +362,8 @@ MODELS = [*(body for bodies in BODIES.values() for body in bodies.values()), REP
 MODELS += [feed.ReadEventsRequest, WriteResult, ReadResult, DdiCountReport, UserCountReport]
 MODELS += [PeriodResult, Adjustments, Events, ImportResult, Version, OpenApiDocument, Liveness]
 MODELS += [Readiness, Error, stock.StockRequest]
+# The records as a read answers them (a DDI's without its number's description).
+MODELS += [k.answer_part.model for k in KINDS.values() if k.answer_part is not k.create_part]
 
 
 @cache

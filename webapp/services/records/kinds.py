@@ -102,6 +102,15 @@ class Kind:
         return Part(allowed, self.fields, name=self.schema, doc=doc)
 
     @cached_property
+    def answer_part(self) -> Part:
+        """A record as a read answers it: its fields, every one, and nothing of its number's
+        (so a DDI's is the create's without the description)."""
+        if not self.number_fields:
+            return self.create_part
+        doc = f"One of the {self.label}s as a read answers it: exactly these fields."
+        return Part(self.fields, self.fields, name=f"{self.schema}Record", doc=doc)
+
+    @cached_property
     def changes_part(self) -> Part:
         """An update's values (CHANGES), and the number's fields for a numbered kind."""
         if not self.number_fields:
