@@ -237,3 +237,14 @@ def test_a_description_search_reads_number_words_by_its_key_range(rows, principa
                 found_by = lines[i + 1].strip()
                 assert found_by.startswith("Index Cond") and "number_words." in found_by, shown
     db.session.rollback()
+
+
+def test_a_record_matches_the_list_only_if_the_search_finds_it(rows):
+    from webapp.services.records import landing
+
+    london = {"dialcode": "44", "number": "2071234567"}
+    dublin = {"dialcode": "353", "number": "14567"}
+    assert landing.matches(ROOT, kinds.DDI, {"q": "london"}, london)
+    assert not landing.matches(ROOT, kinds.DDI, {"q": "london"}, dublin)
+    assert landing.matches(ROOT, kinds.DDI, {"q": "+353"}, dublin)
+    assert not landing.matches(ROOT, kinds.DDI, {"q": "+353"}, london)

@@ -150,7 +150,7 @@ def select_rows(
     """The rows of `kind` matching `scope` (validated against `part`, by default the kind's
     scope) that the principal sees: Forbidden unless an administrator, Invalid for a bad
     scope. With `prefix` every field but the company matches from its start. `q` is the
-    number search (DDIs only; see parse_q)."""
+    number or description search (DDIs only; see parse_search)."""
     principal.require_admin()
     values = parse_part(part or kind.scope_part, scope, "scope")
     digits, words = parse_search(q)
