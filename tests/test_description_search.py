@@ -248,3 +248,63 @@ def test_a_record_matches_the_list_only_if_the_search_finds_it(rows):
     assert not landing.matches(ROOT, kinds.DDI, {"q": "london"}, dublin)
     assert landing.matches(ROOT, kinds.DDI, {"q": "+353"}, dublin)
     assert not landing.matches(ROOT, kinds.DDI, {"q": "+353"}, london)
+
+
+# --- migration 0024 ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spare_database_url(tmp_path):
+    """An empty database of its own, beside the run's."""
+    import os
+
+    from .databases import postgres_database
+
+    pg_url = os.environ.get("TEST_DATABASE_URL", "").strip()
+    if not pg_url:
+        yield f"sqlite:///{tmp_path / 'migration.db'}"
+        return
+    with postgres_database(pg_url, "telephony_migration") as url:
+        yield url
+
+
+def test_migration_0024_adds_the_words_of_the_descriptions_stocked_before_it(
+    migrated, test_config, spare_database_url
+):
+    from flask_migrate import downgrade, upgrade
+    from sqlalchemy import inspect, text
+
+    from webapp import create_app
+
+    app = create_app({**test_config, "SQLALCHEMY_DATABASE_URI": spare_database_url})
+    with app.app_context():
+        upgrade(revision="0023")
+        with db.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO numbers (dialcode, number, state, description) "
+                    "VALUES ('44', :number, 'available', :description)"
+                ),
+                [
+                    {"number": "1", "description": "Sales floor, SALES desk"},
+                    {"number": "2", "description": ""},
+                    {"number": "3", "description": "Île-de-France 2"},
+                ],
+            )
+        upgrade()
+        with db.engine.connect() as conn:
+            stored = conn.execute(text("SELECT word, number FROM number_words")).all()
+            indexes = {ix["name"] for ix in inspect(conn).get_indexes("number_words")}
+        assert sorted(stored) == sorted(
+            [("desk", "1"), ("floor", "1"), ("sales", "1"), ("2", "3"), ("de", "3"),
+             ("france", "3"), ("île", "3")]
+        )  # fmt: skip
+        assert "ix_number_words_number" in indexes
+        # The search finds them at once.
+        found = listing.page(ROOT, kinds.DDI, {}, q="sal")
+        assert found.rows == []  # (stock only: not in service, not on the list of DDIs)
+        downgrade(revision="0023")
+        with db.engine.connect() as conn:
+            assert "number_words" not in inspect(conn).get_table_names()
+        upgrade()
+        db.engine.dispose()
