@@ -13,11 +13,13 @@ from webapp.models import (
     Ddi,
     HistoryInterval,
     Number,
+    NumberWord,
     PhoneUser,
     RollupDay,
     RollupMonth,
 )
 from webapp.services.billing import periods, rollups
+from webapp.services.fields import words_of
 
 
 def assert_history_consistent() -> None:
@@ -78,6 +80,19 @@ def assert_inventory_consistent() -> None:
         )
     ).all()
     assert not held, f"only a reservation is held for a company: {held[:5]}"
+    assert_words_consistent()
+
+
+def assert_words_consistent() -> None:
+    """The description search's words (number_words) are exactly the words of the numbers'
+    descriptions: none of a description replaced, none of a number retired."""
+    described = db.session.execute(
+        select(Number.dialcode, Number.number, Number.description).where(Number.description != "")
+    )
+    expected = {(w, d, n) for d, n, text in described for w in words_of(text)}
+    w = NumberWord
+    kept = {tuple(r) for r in db.session.execute(select(w.word, w.dialcode, w.number))}
+    assert kept == expected, (sorted(kept - expected)[:5], sorted(expected - kept)[:5])
 
 
 def _rollup_rows() -> dict[str, list[tuple]]:

@@ -49,6 +49,9 @@ def stocked(*rows: dict[str, Any]) -> None:
     with write_transaction() as session:
         for row in rows:
             session.add(Number(**row))
+        # As every writer of a description keeps its words (the invariants check them).
+        described = {(r["dialcode"], r["number"]): r.get("description", "") for r in rows}
+        inventory.add_words(session, described)
 
 
 def number(

@@ -45,6 +45,9 @@ def stock(*numbers: str, dialcode: str = "44", **columns: Any) -> None:
                     description=columns.get("description", ""),
                 )
             )
+        # As every writer of a description keeps its words (the invariants check them).
+        described = {(dialcode, n): columns.get("description", "") for n in numbers}
+        inventory.add_words(session, described)
 
 
 def row(number: str = "2071230000", dialcode: str = "44") -> Number | None:

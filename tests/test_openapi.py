@@ -113,10 +113,12 @@ def test_named_schemas_for_the_records_reports_and_errors(spec):
     for name in ("Ddi", "PhoneUser", "Error", "DdiCountEntry", "UserCountEntry", "Period"):
         assert name in schemas
     assert set(schemas["Ddi"]["required"]) == {"dialcode", "number", "virt_exten", "company"}
+    # A read answers a DDI's four fields (DdiRecord); a create may also give its description.
+    assert set(schemas["DdiRecord"]["properties"]) == set(schemas["Ddi"]["required"])
     read = spec["paths"]["/rest/ops/read/"]["post"]["responses"]["200"]["content"]
     values = schemas[read["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]]
     assert values["properties"]["values"]["items"]["oneOf"] == [
-        {"$ref": "#/components/schemas/Ddi"},
+        {"$ref": "#/components/schemas/DdiRecord"},
         {"$ref": "#/components/schemas/PhoneUser"},
     ]
 

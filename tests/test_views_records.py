@@ -1075,14 +1075,15 @@ def test_edit_with_a_bad_field_shows_the_message_beside_it(world, path, values, 
 
 
 def test_link_points_a_ddi_at_an_extension_of_its_company(world):
-    """Link is the API's link with the company unchanged: the extension alone, explained on
-    the form; Edit holds the extension and the company."""
+    """Link is the API's link with the company unchanged: the extension (and the number's
+    description) alone, explained on the form; Edit holds the extension and the company."""
     client = world.browser("cadmin")
     page = soup(client.get(f"{DDI_URL[ACME]}/link"))
     form = main_form(page)
     assert form is not None
     assert [i["name"] for i in form.select("input[name]") if i["type"] != "hidden"] == [
-        "virt_exten"
+        "virt_exten",
+        "description",
     ]
     intro = page.find(id="link-intro").get_text(" ", strip=True)
     assert "points this number at an extension" in intro and "use Edit" in intro

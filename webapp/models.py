@@ -242,6 +242,28 @@ class Number(Model):
     description: Mapped[str] = mapped_column(String(200), default="")
 
 
+# A description's word, compared as bytes on PostgreSQL too (the C collation): its index then
+# serves a prefix as the range word >= 'lon' AND word < 'loo' whatever the database's
+# collation (SQLite compares bytes already).
+WORD = String(200).with_variant(String(200, collation="C"), "postgresql")
+
+
+class NumberWord(Model):
+    """One word of a number's description (fields.words_of), for the number search's words
+    (`/ddis?q=london`, record_query): a prefix of a word is one range of this table's key, so
+    a search never reads the descriptions themselves. Written in the transaction of every
+    write of a description (services/inventory.py, set_descriptions) and deleted with the
+    number (retire); tests/invariants.py holds it equal to the descriptions' words."""
+
+    __tablename__ = "number_words"
+    # Replacing or dropping a number's words finds them by the number.
+    __table_args__ = (Index("ix_number_words_number", "dialcode", "number"),)
+
+    word: Mapped[str] = mapped_column(WORD, primary_key=True)
+    dialcode: Mapped[str] = mapped_column(String(7), primary_key=True)
+    number: Mapped[str] = mapped_column(String(15), primary_key=True)
+
+
 class PhoneUser(Model):
     """A company's telephony user, billed per day; not a sign-in account."""
 

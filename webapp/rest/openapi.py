@@ -105,7 +105,10 @@ class ReadResult(TypedDict):
     values: Annotated[
         list[Any],
         WithJsonSchema(
-            {"type": "array", "items": {"oneOf": [_ref(k.schema) for k in KINDS.values()]}}
+            {
+                "type": "array",
+                "items": {"oneOf": [_ref(k.answer_part.name) for k in KINDS.values()]},
+            }
         ),
     ]
     numrows: Annotated[int, Field(ge=0, description="Rows in this answer.")]
@@ -430,6 +433,8 @@ MODELS += [PeriodResult, Adjustments, Events, ImportResult, Version, OpenApiDocu
 MODELS += [Readiness, Error, stock.StockRequest, read.ReadNumbersRequest, requests.ReserveRequest]
 MODELS += [requests.ReleaseRequest, allocate.AllocateRequest, requests.RetireRequest]
 MODELS += [InventoryNumber, NumbersResult, NumbersPage]
+# The records as a read answers them (a DDI's without its number's description).
+MODELS += [k.answer_part.model for k in KINDS.values() if k.answer_part is not k.create_part]
 
 
 @cache

@@ -20,7 +20,7 @@ from ..services import fields
 from ..services.billing import month_close, reports
 from ..services.fields import STRICT
 from ..services.records import crud, ddis, record_query
-from ..services.records.kinds import CHANGES, KINDS, Kind
+from ..services.records.kinds import KINDS, Kind
 from .blueprint import bp
 
 # Routes take strict_slashes=False: scripts write /rest/ops/read and /rest/ops/read/ alike, and
@@ -93,7 +93,7 @@ def _record_bodies(kind: Kind) -> dict[str, Any]:
             f"The body of updateRecords for {label}.",
             kind.name,
             scope=kind.scoped_write_part.model,
-            values=CHANGES.model,
+            values=kind.changes_part.model,
         ),
         "delete": _body(
             f"Delete{name}Request",

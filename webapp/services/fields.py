@@ -27,7 +27,7 @@ from ..errors import Invalid
 # (ECMA) pattern, for the OpenAPI document.
 REASON_MAX = 500
 _CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # C0 and C1, but tab and line breaks
-_CONTROL = re.compile(f"[{_CONTROLS}]")
+CONTROL = re.compile(f"[{_CONTROLS}]")
 REASON_PATTERN = rf"^[^{_CONTROLS}]*[^\s{_CONTROLS}][^{_CONTROLS}]*$"
 # An override's two members come together (inventory.parse_override), as JSON Schema: a reason
 # only with "force": true, and "force": true only with a reason.
@@ -53,13 +53,30 @@ def parse_reason(value: Any, asked: str) -> str:
         raise Invalid("'reason' must be a string.", {"reason": "must be a string"})
     if not value or all(ch.isspace() or ch == "\ufeff" for ch in value):
         raise Invalid(f"'reason' is required: {asked}.", {"reason": "required"})
-    if _CONTROL.search(value):
+    if CONTROL.search(value):
         why = "must not contain control characters"
         raise Invalid(f"'reason' {why}.", {"reason": why})
     if len(value) > REASON_MAX:
         why = f"must be at most {REASON_MAX} characters"
         raise Invalid(f"'reason' {why}.", {"reason": why})
     return value
+
+
+# A number's description (docs/numbers.md, "Description"): any text of at most MAX_DESCRIPTION
+# characters but control characters other than tab and line breaks (NUL cannot be stored on
+# PostgreSQL). Stock, create, update, link and the edit form check it alike.
+MAX_DESCRIPTION = 200
+DESCRIPTION_PATTERN = f"^[^{_CONTROLS}]*$"
+NO_CONTROLS = "must not contain control characters but tabs and line breaks"
+# A description's words, as the number search matches them (record_query): runs of letters
+# and digits, in lower case.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words_of(text: str) -> list[str]:
+    """The distinct words of `text` in lower case, sorted: what number_words keeps of a
+    description, and what a search's words are matched against (by their starts)."""
+    return sorted(set(_WORD.findall(text.lower())))
 
 
 # fullmatch + explicit [0-9]: `\d` would admit other scripts' digits and `$` a trailing newline.
@@ -119,6 +136,19 @@ TYPES: dict[str, Any] = {
     )
     for field, (name, description, example) in SCHEMAS.items()
 }
+TYPES["description"] = TypeAliasType(
+    "NumberDescription",
+    Annotated[
+        str,
+        StringConstraints(strict=True, max_length=MAX_DESCRIPTION, pattern=DESCRIPTION_PATTERN),
+        Field(
+            description=f"Free text about the number, 0 to {MAX_DESCRIPTION} characters, no "
+            "control character but tabs and line breaks; the list's number search matches "
+            "its words.",
+            examples=["Reception, London office"],
+        ),
+    ],
+)
 if TYPE_CHECKING:
     CompanyId = str
 else:
@@ -230,6 +260,10 @@ def check(adapter: TypeAdapter[Any], data: Any) -> tuple[Any, list[tuple[Where, 
             pattern = error["ctx"]["pattern"]
             formats = (w for p, w in FORMATS.values() if f"^{p.pattern}$" == pattern)
             why = next(formats, "is not in its format")
+            if pattern == DESCRIPTION_PATTERN:
+                why = NO_CONTROLS
+        elif kind == "string_too_long":
+            why = f"must be at most {error['ctx']['max_length']:,} characters"
         elif kind == "too_long":  # a list's max_length
             why = f"must hold at most {error['ctx']['max_length']:,} items"
         elif kind == "literal_error":
@@ -338,7 +372,16 @@ def parse_part(part: Part, data: Any, name: str, prefix: str = "") -> dict[str, 
     if not isinstance(data, Mapping):
         where = prefix.rstrip(".") or name
         raise Invalid(f"'{where}' must be an object.", {where: "must be an object"})
-    if found := check(part.adapter, data)[1]:
+    value, found = check(part.adapter, data)
+    if value is None and not found:
+        # Text that is not Unicode (a lone surrogate) where any text is allowed (fields.check):
+        # refused as no database could store it.
+        found = [
+            ((k,), "must be valid Unicode")
+            for k, v in data.items()
+            if isinstance(v, str) and not _unicode(v)
+        ]
+    if found:
         order = {key: i for i, key in enumerate(data)}
         found.sort(key=lambda p: order.get(str(p[0][0]), len(order)))
         _refuse(

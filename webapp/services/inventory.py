@@ -18,13 +18,13 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..database import insert_rows, one_of
 from ..errors import Conflict, Invalid, NotFound
-from ..models import Number
+from ..models import Number, NumberWord
 from . import fields
 from .billing import periods
 from .history import intervals
@@ -91,6 +91,8 @@ class Taking:
     # Only a number reserved for `company` may be taken (a Company-Admin's link): anything
     # else is NotFound, as a DDI that does not exist.
     reserved_only: bool = False
+    # Its new description; None keeps the one it has (a stocked number's), or '' if new.
+    description: str | None = None
 
 
 def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
@@ -206,6 +208,7 @@ def enter_service(
             raise problem
         before[t.key] = state
         taken.append(row.id)
+    described = {t.key: t.description for t in taking if t.description is not None}
     for chunk in intervals.chunks(taken):
         # An in-service number's `since` is its history's: its open interval's start.
         session.execute(
@@ -215,11 +218,78 @@ def enter_service(
             .execution_options(synchronize_session=False)
         )
     if new:
+        for fresh in new:
+            fresh["description"] = described.get((fresh["dialcode"], fresh["number"]), "")
         try:
             insert_rows(session, Number.__table__, new)
         except IntegrityError as exc:
             raise Conflict(exists_message) from exc
+    set_descriptions(session, described, known=[k for k in described if before[k] is not None])
     return before
+
+
+def set_descriptions(
+    session: Session, descriptions: dict[Key, str], known: Iterable[Key] | None = None
+) -> None:
+    """Give numbers their descriptions, in the caller's transaction, and keep their words
+    (models.NumberWord) the same as the descriptions' (fields.words_of).
+
+    `known`: the numbers whose inventory rows exist and whose description is written here,
+    by default all of `descriptions`; the others were just inserted with theirs, and only
+    their words are added. A number keeps no words of an earlier description."""
+    if not descriptions:
+        return
+    known = list(descriptions if known is None else known)
+    if known:
+        numbers = Number.__table__  # a Core executemany: one statement, a row of values each
+        session.execute(
+            update(numbers)
+            .where(numbers.c.dialcode == bindparam("k_dialcode"))
+            .where(numbers.c.number == bindparam("k_number"))
+            .values(description=bindparam("k_description")),
+            [
+                {"k_dialcode": d, "k_number": n, "k_description": descriptions[(d, n)]}
+                for d, n in known
+            ],
+        )
+        forget_words(session, known)
+    add_words(session, descriptions)
+
+
+def add_words(session: Session, descriptions: dict[Key, str]) -> None:
+    """The words of `descriptions`, added for numbers that have none yet (a new number, or
+    one whose words forget_words has just removed)."""
+    rows = [
+        {"word": word, "dialcode": dialcode, "number": number}
+        for (dialcode, number), text in descriptions.items()
+        for word in fields.words_of(text)
+    ]
+    if rows:
+        insert_rows(session, NumberWord.__table__, rows)
+
+
+def forget_words(session: Session, keys: Iterable[Key]) -> None:
+    """Remove every word of the numbers `keys` (a new description replaces them; a retired
+    number leaves the inventory): one range of ix_number_words_number each."""
+    for dialcode, numbers in _by_dialcode(keys):
+        for chunk in intervals.chunks(numbers):
+            session.execute(
+                delete(NumberWord)
+                .where(NumberWord.dialcode == dialcode, NumberWord.number.in_(chunk))
+                .execution_options(synchronize_session=False)
+            )
+
+
+def descriptions(session: Session, keys: Iterable[Key]) -> dict[Key, str]:
+    """The descriptions of the numbers `keys` that are in the inventory."""
+    found: dict[Key, str] = {}
+    for dialcode, numbers in _by_dialcode(keys):
+        for chunk in intervals.chunks(numbers):
+            query = select(Number.number, Number.description).where(
+                Number.dialcode == dialcode, Number.number.in_(chunk)
+            )
+            found.update(((dialcode, n), d) for n, d in session.execute(query))
+    return found
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ FIELD_LABELS: dict[str, str] = {
     "virt_exten": "Extension",
     "company": "Company",
     "username": "Username",
+    "description": "Description",
 }
 
 # The statuses a form shows beside its fields by default: what was typed is at fault (400) or

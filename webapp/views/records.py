@@ -109,6 +109,8 @@ class RecordForm(FlaskForm):
     username = StringField("Username")
     virt_exten = StringField("Extension")
     company = StringField("Company")  # a company picker: no company until one is typed
+    # A DDI's number's description (docs/numbers.md): checked by the service like every field.
+    description = StringField("Description")
     # A DDI create only: a block of consecutive numbers (ddis.create_block).
     count = StringField("How many", default="1")
     # Its labels name neither "number" nor "extension": those are the fields above.
@@ -129,7 +131,7 @@ def _form(p: Principal, screen: Screen, fields: tuple[str, ...]) -> RecordForm:
 
 
 # Every record field but the company, checked as the API checks them (built once).
-OTHER_FIELDS = Part(("dialcode", "number", "virt_exten", "username"))
+OTHER_FIELDS = Part(("dialcode", "number", "virt_exten", "username", "description"))
 
 
 def _picked_company(p: Principal, form: RecordForm, fields: tuple[str, ...]) -> bool:
@@ -148,6 +150,11 @@ def _picked_company(p: Principal, form: RecordForm, fields: tuple[str, ...]) -> 
 
 def _values(form: RecordForm, fields: tuple[str, ...]) -> dict[str, Any]:
     return {f: (getattr(form, f).data or "").strip() for f in fields}
+
+
+def _create_fields(screen: Screen) -> tuple[str, ...]:
+    """What the create form has: the record's fields and its number's (a description)."""
+    return screen.kind.fields + screen.kind.number_fields
 
 
 # --- lists -------------------------------------------------------------------------------------
@@ -641,11 +648,15 @@ def _render_form(screen: Screen, form: RecordForm, action: str, record=None, sta
 def _create(screen: Screen):
     p = principal()
     crud.require_create_delete(p, screen.kind, "create")
-    form = _form(p, screen, screen.kind.fields)
+    fields = _create_fields(screen)
+    form = _form(p, screen, fields)
     if request.method == "POST" and form.validate_on_submit():
-        if not _picked_company(p, form, screen.kind.fields):
+        if not _picked_company(p, form, fields):
             return _render_form(screen, form, "create", status=400)
-        values = _values(form, screen.kind.fields)
+        values = _values(form, fields)
+        if values.get("description") == "":
+            # Left empty: a number known to the inventory keeps the description it has.
+            del values["description"]
         try:
             count = _block_count(form) if screen is DDI else 1
             if count > 1:
@@ -678,19 +689,24 @@ CHANGE_FIELDS = {"edit": ("virt_exten", "company"), "link": ("virt_exten",)}
 
 
 def _change(screen: Screen, keys: dict[str, str], action: str):
-    """Edit (update): the extension and company of one record. Link (a DDI only): point it at
-    an extension of the company it is in, the API's link with the company unchanged."""
+    """Edit (update): the extension and company of one record, and a DDI's description. Link
+    (a DDI only): point it at an extension of the company it is in, the API's link with the
+    company unchanged, and its description."""
     p = principal()
     record = _find(p, screen, keys)
-    fields = CHANGE_FIELDS[action]
+    fields = CHANGE_FIELDS[action] + screen.kind.number_fields
     form = _form(p, screen, fields)
     if request.method == "GET":
         form.virt_exten.data = record["virt_exten"]
         form.company.data = record["company"]
+        if screen.kind.number_fields:
+            form.description.data = ddis.description(record["dialcode"], record["number"])
     elif form.validate_on_submit():
         if "company" in fields and not _picked_company(p, form, fields):
             return _render_form(screen, form, action, record, status=400)
         values = {"company": record["company"], **_values(form, fields)}
+        if "description" not in request.form:  # a form without the field changes none
+            values.pop("description", None)
         try:
             if action == "link":
                 ddis.link(p, {k: record[k] for k in ("dialcode", "number")}, values)

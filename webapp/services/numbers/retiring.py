@@ -101,10 +101,12 @@ def retire_numbers(
 
 
 def _delete(session: Session, rows: list[Number]) -> None:
+    """The numbers `rows` out of the inventory, and their descriptions' words with them."""
     for chunk in intervals.chunks([row.id for row in rows]):
         session.execute(
             delete(Number).where(Number.id.in_(chunk)).execution_options(synchronize_session=False)
         )
+    inventory.forget_words(session, [(row.dialcode, row.number) for row in rows])
 
 
 def _retired(row: Number, state: str, reason: str | None) -> AuditData:

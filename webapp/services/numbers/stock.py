@@ -9,7 +9,6 @@ the inventory's unique key and is the same 409.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NotRequired
@@ -27,7 +26,9 @@ from ...models import Number
 from .. import changes, inventory
 from ..fields import (
     DDI_DIGITS,
+    DESCRIPTION_PATTERN,
     MAX_DDI_DIGITS,
+    MAX_DESCRIPTION,
     MAX_DIALCODE,
     STRICT,
     TYPES,
@@ -38,7 +39,6 @@ from ..fields import (
 from ..history import intervals
 
 MAX_ROWS = 10_000  # rows of one request, and numbers of one block
-MAX_DESCRIPTION = 200
 CHUNK = 5000  # numbers looked up and written together
 # A stock at least this large is followed by ANALYZE of the inventory on PostgreSQL (write).
 ANALYZE_AFTER = 50_000
@@ -66,13 +66,9 @@ BLOCK_DIGITS = {
 ROW_EXTRA: dict[str, Any] = {"dependentSchemas": DDI_DIGITS}
 BLOCK_EXTRA: dict[str, Any] = {"dependentSchemas": BLOCK_DIGITS}
 COUNT = Bounded(1, MAX_ROWS, why=f"must be from 1 to {MAX_ROWS:,}")
-# C0 and C1 control characters but tab and line breaks: a NUL cannot be stored on PostgreSQL.
-CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
-CONTROL = re.compile(f"[{CONTROLS}]")
-NO_CONTROLS = "must not contain control characters but tabs and line breaks"
 Description = Annotated[
     str,
-    StringConstraints(strict=True, max_length=MAX_DESCRIPTION, pattern=f"^[^{CONTROLS}]*$"),
+    StringConstraints(strict=True, max_length=MAX_DESCRIPTION, pattern=DESCRIPTION_PATTERN),
     Field(
         description=f"Free text, 0 to {MAX_DESCRIPTION} characters, no control character but "
         "tabs and line breaks.",
@@ -173,11 +169,7 @@ def _check_digits(dialcode: str, number: str, where: str) -> None:
 
 def _invalid(where: Where, why: str) -> Invalid:
     path = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where)[1:]
-    if path.endswith("description") and why == "is not in its format":
-        why = NO_CONTROLS
-    elif path.endswith("description") and why != "must be a string":
-        why = f"must be at most {MAX_DESCRIPTION} characters"
-    elif path == "values" and why.startswith("List should have at least"):
+    if path == "values" and why.startswith("List should have at least"):
         why = "must hold at least 1 item"
     if why == "unknown field":
         return Invalid(f"Unknown field '{path}'.", {path: why})
@@ -239,6 +231,8 @@ def _steps(
                 "A number was added to the inventory by someone else meanwhile; nothing was "
                 "stocked. Try again."
             ) from exc
+        described = {(e.dialcode, e.number): e.description for e in chunk if e.description}
+        inventory.add_words(session, described)
         after = {"state": inventory.AVAILABLE, "company": None}
         audit = [
             inventory.number_change("stock", (e.dialcode, e.number), None, after) for e in chunk

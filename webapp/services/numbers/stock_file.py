@@ -19,6 +19,7 @@ from typing import IO
 
 from ...access import Principal
 from ...errors import Conflict, FileRejected
+from .. import fields
 from ..fields import FORMATS, MAX_DDI_DIGITS
 from . import stock
 from .stock import Entry
@@ -105,7 +106,7 @@ def _problems(cells: list[str]) -> list[str]:
     if (
         plain
         and len(description) <= stock.MAX_DESCRIPTION
-        and not stock.CONTROL.search(description)
+        and not fields.CONTROL.search(description)
     ):
         return []
     problems = []
@@ -118,8 +119,8 @@ def _problems(cells: list[str]) -> list[str]:
         problems.append(f"dialcode and number together must be at most {MAX_DDI_DIGITS} digits")
     if len(cells) == 3 and len(cells[2]) > stock.MAX_DESCRIPTION:
         problems.append(f"description must be at most {stock.MAX_DESCRIPTION} characters")
-    if len(cells) == 3 and stock.CONTROL.search(cells[2]):
-        problems.append(f"description {stock.NO_CONTROLS}")
+    if len(cells) == 3 and fields.CONTROL.search(cells[2]):
+        problems.append(f"description {fields.NO_CONTROLS}")
     return problems
 
 

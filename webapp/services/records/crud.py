@@ -144,7 +144,10 @@ def put_in_service(
         rows.sort(key=lambda r: [r[f] for f in kind.order])
         if kind.numbered:
             takes = [
-                inventory.Taking(kind.number_key(Row(r)), r["company"], reserved_only) for r in rows
+                inventory.Taking(
+                    kind.number_key(Row(r)), r["company"], reserved_only, r.get("description")
+                )
+                for r in rows
             ]
             inventory.enter_service(
                 session, takes, force=reason is not None, exists_message=kind.conflict_message
@@ -184,8 +187,9 @@ def apply_changes(
     action: str,
     detail: str | None = None,
 ) -> int:
-    """Set `values` on `rows`; move history for company changes; audit (with `detail`, if
-    given); return rows changed."""
+    """Set `values` on `rows` (a numbered kind's number fields, such as a DDI's description, on
+    their inventory rows); move history for company changes only; audit (with `detail`, if
+    given; a description named by the change in its before and after); return rows changed."""
     # Only a company change moves rollup rows: the old and the new company are locked.
     lock = [values["company"], *(r.company for r in rows)] if "company" in values else []
     change = changes.write(
@@ -209,10 +213,17 @@ def _set_values(
     moved_from: list[tuple[str, str]] = []
     moved_to: list[tuple[str, str]] = []
     entries: list[AuditData] = []
+    # The number's own fields (a DDI's description) are its inventory row's, not the record's.
+    own = {f: v for f, v in values.items() if f in kind.number_fields}
+    values = {f: v for f, v in values.items() if f not in own}
+    kept = inventory.descriptions(session, [kind.number_key(r) for r in rows]) if own else {}
+    described: dict[inventory.Key, str] = {}
     for row in rows:
-        before = kind.as_dict(row)
+        before, key = kind.as_dict(row), kind.number_key(row) if own else None
         diff = {f: v for f, v in values.items() if getattr(row, f) != v}
-        if not diff:
+        if key is not None and kept.get(key, "") != own["description"]:
+            described[key] = own["description"]
+        elif not diff:
             continue
         if "company" in diff:
             moved_from.append(kind.member(row))
@@ -220,17 +231,24 @@ def _set_values(
             setattr(row, field, value)
         if "company" in diff:
             moved_to.append(kind.member(row))
-        entries.append(kind.change(action, before, kind.as_dict(row), detail))
+        after = kind.as_dict(row)
+        if key is not None:  # the description is in the entry when the change names it
+            before["description"] = kept.get(key, "")
+            after["description"] = own["description"]
+        entries.append(kind.change(action, before, after, detail))
     try:
         session.flush()
     except IntegrityError as exc:
         raise Conflict(kind.conflict_message) from exc
+    # Only the description changes the number: no history moves for it (billing is untouched).
+    inventory.set_descriptions(session, described)
     return changes.Change(starts=moved_to, ends=moved_from, audit=entries)
 
 
 def update(principal: Principal, kind: Kind, scope: Any, values: Any) -> int:
-    """Set `virt_exten` and/or `company` on every row matching `scope` (whose company is
-    required); return the number of rows whose values actually changed.
+    """Set `virt_exten`, `company` and, on DDIs, the number's `description` on every row
+    matching `scope` (whose company is required); return the number of rows whose values
+    actually changed.
 
     Guarantees: both the scope company and a new company must be administered by the
     principal (else Forbidden); a company change closes the old history interval and opens the

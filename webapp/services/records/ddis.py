@@ -15,16 +15,18 @@ from ...errors import Conflict, Invalid, NotFound
 from ...extensions import db
 from ...models import Ddi
 from ...wording import ddi_number
+from .. import inventory
 from ..fields import Bounded, Part, parse_part
 from . import crud
 from .kinds import DDI
 
 LINK_SCOPE = replace(DDI.key_part, doc="The DDI a link names.")
 LINK_VALUES = Part(
-    ("virt_exten", "company"),
+    ("virt_exten", "company", *DDI.number_fields),
     ("virt_exten", "company"),
     name="DdiLink",
-    doc="Where a link puts the DDI: both the extension and the company.",
+    doc="Where a link puts the DDI: both the extension and the company; and, if given, the "
+    "number's new description.",
 )
 
 
@@ -37,7 +39,8 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
     principal's grants is Forbidden; a company change moves the history interval. A number
     not in service but reserved for values.company goes in service there (docs/numbers.md:
     how a Company-Admin takes the numbers reserved for it), audited as a create; any other
-    number not in service is the same NotFound.
+    number not in service is the same NotFound. values.description, if given, becomes the
+    number's description (audited); without it the number keeps its own.
     """
     principal.require_admin()
     scope = parse_part(LINK_SCOPE, scope, "scope")
@@ -68,6 +71,13 @@ def link(principal: Principal, scope: Any, values: Any) -> int:
             raise NotFound("No such DDI.")
         crud.apply_changes(session, principal, DDI, [row], values, "link")
     return 1
+
+
+def description(dialcode: str, number: str) -> str:
+    """The description of a number ('' when it has none, or is not in the inventory); the
+    caller has checked that the principal sees the DDI (the edit form's, record_query.get)."""
+    found = inventory.descriptions(db.session(), [(dialcode, number)])
+    return found.get((dialcode, number), "")
 
 
 MAX_BLOCK = 10_000

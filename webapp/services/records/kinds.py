@@ -44,6 +44,9 @@ class Kind:
     # Whether its records are numbers of the provider's inventory (services/inventory.py):
     # creating one takes the number into service, deleting one gives it back.
     numbered: bool = False
+    # What a create, update and link may also give that is kept on the number's inventory
+    # row, not the record's (a DDI's description): optional, and never in a read's answer.
+    number_fields: tuple[str, ...] = ()
 
     def number_key(self, row: Any) -> tuple[str, str]:
         """A numbered record's inventory key, (dialcode, number)."""
@@ -93,7 +96,31 @@ class Kind:
     @cached_property
     def create_part(self) -> Part:
         doc = f"One of the {self.label}s, every field given."
-        return Part(self.fields, self.fields, name=self.schema, doc=doc)
+        if self.number_fields:
+            doc = f"One of the {self.label}s: every field given but the {_or(self.number_fields)}."
+        allowed = self.fields + self.number_fields
+        return Part(allowed, self.fields, name=self.schema, doc=doc)
+
+    @cached_property
+    def answer_part(self) -> Part:
+        """A record as a read answers it: its fields, every one, and nothing of its number's
+        (so a DDI's is the create's without the description)."""
+        if not self.number_fields:
+            return self.create_part
+        doc = f"One of the {self.label}s as a read answers it: exactly these fields."
+        return Part(self.fields, self.fields, name=f"{self.schema}Record", doc=doc)
+
+    @cached_property
+    def changes_part(self) -> Part:
+        """An update's values (CHANGES), and the number's fields for a numbered kind."""
+        if not self.number_fields:
+            return CHANGES
+        doc = (
+            f"An update's new values: at least one of these. A {self.label}'s key (its "
+            "dialcode and number) is not editable; a description alone changes no history."
+        )
+        allowed = EDITABLE + self.number_fields
+        return Part(allowed, at_least_one=True, name=f"{self.schema}Changes", doc=doc)
 
     @cached_property
     def scope_part(self) -> Part:
@@ -113,13 +140,17 @@ class Kind:
 
     @cached_property
     def update_part(self) -> Part:
-        return replace(CHANGES, not_editable=self.keys)
+        return replace(self.changes_part, not_editable=self.keys)
 
     @cached_property
     def key_part(self) -> Part:
         """The order fields, all required: one record (a DDI's dialcode and number)."""
         doc = f"One of the {self.label}s by its key."
         return Part(self.order, self.order, name=f"{self.schema}Key", doc=doc)
+
+
+def _or(names: tuple[str, ...]) -> str:
+    return " or ".join(f"`{n}`" for n in names)
 
 
 class Row:
@@ -130,9 +161,11 @@ class Row:
 
 
 def stored_ddi(values: dict[str, str]) -> dict[str, str]:
-    """A new DDI's stored columns: its fields and its number's digits reversed, which the
-    number search seeks by the end of the number (record_query, q)."""
-    return {**values, "number_reversed": values["number"][::-1]}
+    """A new DDI's stored columns: its fields (not its number's, such as the description) and
+    its number's digits reversed, which the number search seeks by the end of the number
+    (record_query, q)."""
+    row = {f: values[f] for f in ("dialcode", "number", "virt_exten", "company")}
+    return {**row, "number_reversed": values["number"][::-1]}
 
 
 DDI = Kind(
@@ -149,6 +182,7 @@ DDI = Kind(
     conflict_message="A DDI with this dialcode and number already exists.",
     stored=stored_ddi,
     numbered=True,
+    number_fields=("description",),
 )
 
 PHONE_USER = Kind(

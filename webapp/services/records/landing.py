@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import literal, select
+from sqlalchemy import and_, literal, or_, select
 
 from ...access import Principal
 from ...errors import Invalid, NotFound
@@ -49,12 +49,10 @@ def matches(principal: Principal, kind: Kind, filters: Any, key: dict[str, str])
         return False
     if selection.empty:
         return False
-    query = (
-        select(literal(1))
-        .select_from(record_query.table(kind))
-        .where(*selection.where, *record_query.exact(kind, key))
-        .limit(1)
-    )
+    where = [*selection.where, *record_query.exact(kind, key)]
+    if selection.branches:  # a search: the record is in one of its branches
+        where.append(or_(*(and_(*branch) for branch in selection.branches)))
+    query = select(literal(1)).select_from(record_query.table(kind)).where(*where).limit(1)
     return db.session.execute(query, dict(selection.params)).first() is not None
 
 

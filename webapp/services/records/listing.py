@@ -96,7 +96,7 @@ def page(
     for old addresses: an offset, so its cost grows with the depth). None: the first page. A
     `before` page at the start of the list holds only the rows before the cursor. With
     `count`, `total` and `start` are filled; without it (CSV export) both are left out. `q` is
-    the number search (record_query.parse_q).
+    the number or description search (record_query.parse_search).
     """
     selection = record_query.select_rows(principal, kind, filters, prefix=True, q=q)
     _check(kind, sort, per_page, number)

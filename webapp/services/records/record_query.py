@@ -38,13 +38,23 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    tuple_,
 )
 
 from ...access import Principal
 from ...database import on_postgresql, upper_bound
 from ...errors import Invalid, NotFound
 from ...extensions import db
-from ..fields import MAX_DDI_DIGITS, MAX_DIALCODE, MAX_NUMBER, Bounded, Part, parse_part
+from ...models import NumberWord
+from ..fields import (
+    MAX_DDI_DIGITS,
+    MAX_DIALCODE,
+    MAX_NUMBER,
+    Bounded,
+    Part,
+    parse_part,
+    words_of,
+)
 from .kinds import Kind
 
 DEFAULT_LIMIT = 1000
@@ -80,6 +90,7 @@ class Shape:
     restricted: bool = False  # company IN :visible
     nothing: bool = False  # a company outside the principal's grants: no row
     q: int = 0  # the number search's digit count (0: none); see _q_branches
+    words: int = 0  # the description search's word count (0: none); see _q_branches
 
 
 @dataclass(frozen=True)
@@ -139,10 +150,10 @@ def select_rows(
     """The rows of `kind` matching `scope` (validated against `part`, by default the kind's
     scope) that the principal sees: Forbidden unless an administrator, Invalid for a bad
     scope. With `prefix` every field but the company matches from its start. `q` is the
-    number search (DDIs only; see parse_q)."""
+    number or description search (DDIs only; see parse_search)."""
     principal.require_admin()
     values = parse_part(part or kind.scope_part, scope, "scope")
-    digits = parse_q(q)
+    digits, words = parse_search(q)
     company, visible, nothing = _restrict(principal, values.pop("company", None))
     params: dict[str, Any] = {}
     if company is not None:
@@ -162,6 +173,11 @@ def select_rows(
         q_length = min(len(digits), MAX_Q_DIGITS)
         nothing = nothing or len(digits) > MAX_Q_DIGITS
         _q_params(digits[:MAX_Q_DIGITS], params)
+    if words:
+        if not kind.numbered:
+            raise Invalid("Only DDIs have a number search.", {"q": "unknown field"})
+        for i, word in enumerate(words):
+            params[f"w_from_{i}"], params[f"w_to_{i}"] = word, upper_bound(word)
     shape = Shape(
         kind,
         exact=() if prefix else fields,
@@ -171,6 +187,7 @@ def select_rows(
         restricted=visible is not None,
         nothing=nothing,
         q=q_length,
+        words=len(words),
     )
     return Selection(shape, params, company)
 
@@ -191,6 +208,25 @@ def parse_q(q: Any) -> str:
         why = "must be digits, spaces and + - . ( ) only"
         raise Invalid(f"The number search {why}.", {"q": why})
     return digits
+
+
+# A description search matches at most this many words (all of them).
+MAX_Q_WORDS = 5
+
+
+def parse_search(q: Any) -> tuple[str, tuple[str, ...]]:
+    """The list's search `q` as (digits, words), one of them empty (docs/pages.md, "Number
+    search"): a number as people write it (parse_q) searches numbers; text with a letter
+    searches the descriptions' words, its own words (fields.words_of, at most MAX_Q_WORDS)
+    each matching the start of a word of the description. Anything else is Invalid, as in
+    parse_q; '' or None is no search."""
+    if isinstance(q, str) and len(q) <= MAX_Q and any(ch.isalpha() for ch in q):
+        words = tuple(words_of(q))
+        if len(words) > MAX_Q_WORDS:
+            why = f"must be at most {MAX_Q_WORDS} words"
+            raise Invalid(f"The search {why}.", {"q": why})
+        return "", words
+    return parse_q(q), ()
 
 
 def _q_splits(length: int) -> list[int]:
@@ -224,11 +260,26 @@ def _q_branches(shape: Shape) -> tuple[tuple[tuple[ColumnElement[bool], ...], ..
       or the company's).
 
     The dialcode branches are disjoint (each a different dialcode); the last piece is the
-    end-of-number branch without the rows the others hold."""
+    end-of-number branch without the rows the others hold.
+
+    A description search (shape.words) is one branch: for each word, the number is among
+    those with a word in its range of number_words' key (word >= :w AND word < the next
+    string after every one starting with w), so the descriptions themselves are never read."""
+    c = table(shape.kind).c
+    if shape.words:
+        w = NumberWord.__table__.c
+        having = tuple(
+            tuple_(c.dialcode, c.number).in_(
+                select(w.dialcode, w.number).where(
+                    w.word >= bindparam(f"w_from_{i}"), w.word < bindparam(f"w_to_{i}")
+                )
+            )
+            for i in range(shape.words)
+        )
+        return (having,), (having,)
     n = shape.q
     if not n:
         return (), ()
-    c = table(shape.kind).c
     start: list[tuple[ColumnElement[bool], ...]] = []
     for k in _q_splits(n):
         dialcode = c.dialcode == bindparam(f"q_dialcode_{k}")
