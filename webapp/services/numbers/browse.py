@@ -150,7 +150,10 @@ def _queries(
             raise Invalid("'after' must be 2 values: dialcode, number.", {"after": "malformed"})
         cursor = (after[0], after[1])
     base = replace(base, limit=limit, after=cursor)
-    digits = record_query.parse_q(q)
+    digits, words = record_query.parse_search(q)
+    if words:
+        why = "a description search is on the list in service only: search by number here"
+        raise Invalid(f"The search: {why}.", {"q": why})
     if not digits:
         return [base]
     return [
