@@ -329,7 +329,9 @@ def test_a_ddis_own_page_is_come_back_to_from_its_edit_link_and_delete(world):
     deleted = post(client, f"{page}/delete", {"back": page})
     assert deleted.status_code == 302 and deleted.headers["Location"] == page
     gone = soup(client.get(page))
-    assert gone.select_one("#ddi-gone") is not None
+    # Out of service, the number is back in the stock (no aging days): its page says so.
+    assert gone.select_one("#now-state")["data-state"] == "available"
+    assert gone.select_one(".pagehead .actions") is None
     assert "Deleted DDI" in gone.get_text()
 
 
