@@ -181,7 +181,7 @@ def test_edit_moves_a_ddi_and_link_points_it_at_an_extension(live_server, factor
     expect(count(page)).to_contain_text(showing(1, 2, 2))
     expect(rows(page)).to_have_count(2)
     expect(row(page, "2071000001").get_by_role("cell")).to_have_text(
-        ["", "+44 2071000001", "555", "Globex Corporation (globex)", re.compile("Edit")]
+        ["", "+44 2071000001", "555", "Globex Corporation (globex)", "", re.compile("Edit")]
     )
     expect(row(page, "2071000002")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"company=globex"))

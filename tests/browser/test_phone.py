@@ -130,14 +130,14 @@ def test_picker_suggestions_show_whole_names(ready, live_server, page: Page, sig
     sign_in("root")
     wait_for_htmx(page)
     page.get_by_role("combobox", name="Company").fill("acm")
-    option = page.get_by_role("option")
+    option = page.get_by_role("listbox").get_by_role("option")  # not the State filter's
     expect(option).to_have_count(1)
     expect(option).to_contain_text(LONG_NAME)
     sizes = option.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
     assert sizes[0] <= sizes[1], f"the suggestion is cut: {sizes}"
     # The whole name is inside the list, on screen.
     name_box = option.locator(".picker-name").bounding_box()
-    list_box = page.get_by_role("listbox").filter(has=option).bounding_box()
+    list_box = page.get_by_role("listbox").bounding_box()
     assert name_box and list_box
     assert name_box["x"] + name_box["width"] <= list_box["x"] + list_box["width"] + 0.5
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
