@@ -223,8 +223,16 @@ class Number(Model):
         # The stock by state, dialcode and number start (find free numbers, allocation,
         # /ddis?state=…): one range, read from the index alone when counting.
         Index("ix_numbers_state", "state", "dialcode", "number", "held_until"),
-        # A company's reservations (its page, a Company-Admin's reads).
-        Index("ix_numbers_held_for", "held_for", "dialcode", "number"),
+        # A company's reservations (its page, a Company-Admin's reads): only held numbers,
+        # so that it is small and every planner takes it for `held_for = …` (migration 0025).
+        Index(
+            "ix_numbers_held_for",
+            "held_for",
+            "dialcode",
+            "number",
+            sqlite_where=literal_column("held_for IS NOT NULL"),
+            postgresql_where=literal_column("held_for IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
