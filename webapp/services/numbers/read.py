@@ -370,14 +370,22 @@ def _stock_branches(query: Query, states: frozenset[str], on: date) -> list[Sele
     in_states = or_(*(inventory.in_state(s, on) for s in sorted(states)))
     branches = []
     for stored in stored_states(states):
-        where = [n.state == stored, *_key_range(query, n.dialcode, n.number), in_states]
+        # Without a prefix, the stored state as a range of one value, not an equality:
+        # PostgreSQL drops a column held equal to a constant from the order, and then read
+        # the key's index in order, filtering by state and passing every number in service
+        # listed before the stock (800,000 rows for the first page of the available numbers:
+        # 60-140 ms). Ordered by the state too, only ix_numbers_state gives that order. With
+        # a prefix the equality stays: the state, dialcode and number range are one range.
+        one_state = n.state == stored if query.prefix else n.state.between(stored, stored)
+        where = [one_state, *_key_range(query, n.dialcode, n.number), in_states]
         if stored == inventory.IN_SERVICE:
             statement = select(*_columns(d.company, d.virt_exten)).join(
                 d, and_(d.dialcode == n.dialcode, d.number == n.number)
             )
         else:
             statement = select(*_columns(*NO_DDI))
-        branches.append(_ordered(statement.where(*where), n.dialcode, n.number, size))
+        statement = statement.where(*where).order_by(n.state)
+        branches.append(_ordered(statement, n.dialcode, n.number, size))
     return branches
 
 
