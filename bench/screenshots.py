@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             page.goto(f"{app.base}/ddis")
             picker = page.get_by_role("combobox", name="Company")
             picker.press_sequentially("c0004", delay=80)
-            page.get_by_role("option").first.wait_for()
+            page.get_by_role("listbox").get_by_role("option").first.wait_for()
             page.screenshot(path=args.out / "company-picker.png")
 
             page.goto(f"{app.base}/audit")
