@@ -112,6 +112,26 @@ def lock(session: Session, keys: Iterable[Key]) -> dict[Key, Number]:
     return found
 
 
+def set_state(
+    session: Session,
+    ids: Sequence[int],
+    state: str,
+    held_for: str | None,
+    held_until: date | None,
+    since: datetime | None,
+) -> None:
+    """The numbers of `ids` in `state`, held for `held_for` through `held_until` (None: not
+    held), since `since`: one update per chunk of ids, in the caller's transaction (the
+    rows already loaded are not refreshed)."""
+    for chunk in intervals.chunks(list(ids)):
+        session.execute(
+            update(Number)
+            .where(Number.id.in_(chunk))
+            .values(state=state, held_for=held_for, held_until=held_until, since=since)
+            .execution_options(synchronize_session=False)
+        )
+
+
 def key_conditions(
     session: Session, dialcode: str, numbers: Sequence[str]
 ) -> list[ColumnElement[bool]]:
@@ -125,6 +145,30 @@ def key_conditions(
         Number.number <= max(numbers),
         one_of(session, Number.number, list(numbers)),
     ]
+
+
+def locked_rows(session: Session, keys: list[Key]) -> list[Number]:
+    """The inventory rows of `keys`, locked in key order; NotFound naming the first missing
+    one."""
+    found = lock(session, keys)
+    for key in keys:
+        if key not in found:
+            raise NotFound(
+                f"The number {key[0]}:{key[1]} is no longer in the ",
+                {"number": "not in the inventory"},
+            )
+    return [found[key] for key in keys]
+
+
+def described(row: Number, on: date) -> str:
+    """What a number is now, in words: 'in service', 'available', 'reserved for acme until
+    2027-01-31', 'aging until 2026-12-31'."""
+    state = state_of(row, on)
+    if state == RESERVED:
+        return f"reserved for {row.held_for} until {row.held_until}"
+    if state == AGING:
+        return f"aging until {row.held_until}"
+    return state.replace("_", " ")
 
 
 def held_against(session: Session, taking: Sequence[Taking]) -> dict[Key, Conflict]:
@@ -209,14 +253,8 @@ def enter_service(
         before[t.key] = state
         taken.append(row.id)
     described = {t.key: t.description for t in taking if t.description is not None}
-    for chunk in intervals.chunks(taken):
-        # An in-service number's `since` is its history's: its open interval's start.
-        session.execute(
-            update(Number)
-            .where(Number.id.in_(chunk))
-            .values(state=IN_SERVICE, held_for=None, held_until=None, since=None)
-            .execution_options(synchronize_session=False)
-        )
+    # An in-service number's `since` is its history's: its open interval's start.
+    set_state(session, taken, IN_SERVICE, None, None, None)
     if new:
         for fresh in new:
             fresh["description"] = described.get((fresh["dialcode"], fresh["number"]), "")

@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ...access import Principal
@@ -24,7 +24,6 @@ from ...errors import Conflict, Invalid, NotFound
 from ...models import Number
 from ...wording import counted
 from .. import changes, inventory
-from ..history import intervals
 from ..history.audit import AuditData
 from ..records.crud import require_companies_exist
 from . import answers, picking, requests
@@ -62,7 +61,9 @@ def reserve(principal: Principal, body: Any) -> list[dict[str, Any]]:
                 if target.number is not None
                 else _by_prefix(session, target, on)
             )
-            _set(session, [t[0].id for t in taken], inventory.RESERVED, company, until, now)
+            inventory.set_state(
+                session, [t[0].id for t in taken], inventory.RESERVED, company, until, now
+            )
             reserved.extend(_as_reserved(t[0], company, until) for t in taken)
             return changes.Change(audit=[_reserved(*t, company, until) for t in taken])
 
@@ -85,7 +86,9 @@ def release(principal: Principal, body: Any) -> int:
 
         def step(now: datetime) -> changes.Change:
             rows = _releasable(session, target, on)
-            _set(session, [row.id for row in rows], inventory.AVAILABLE, None, None, now)
+            inventory.set_state(
+                session, [row.id for row in rows], inventory.AVAILABLE, None, None, now
+            )
             return changes.Change(audit=[_released(row) for row in rows])
 
         change = changes.write(session, principal, None, changes.Lock(), step)
@@ -111,11 +114,13 @@ def reserve_numbers(
         require_companies_exist(session, [company])
 
         def step(now: datetime) -> changes.Change:
-            rows = locked_rows(session, wanted)
+            rows = inventory.locked_rows(session, wanted)
             for row in rows:
                 if inventory.state_of(row, on) != inventory.AVAILABLE:
                     raise _not_available(row, on)
-            _set(session, [row.id for row in rows], inventory.RESERVED, company, last, now)
+            inventory.set_state(
+                session, [row.id for row in rows], inventory.RESERVED, company, last, now
+            )
             return changes.Change(
                 audit=[_reserved(row, inventory.AVAILABLE, None, company, last) for row in rows]
             )
@@ -138,11 +143,13 @@ def release_numbers(principal: Principal, keys: Sequence[inventory.Key]) -> int:
     with write_transaction() as session:
 
         def step(now: datetime) -> changes.Change:
-            rows = locked_rows(session, wanted)
+            rows = inventory.locked_rows(session, wanted)
             for row in rows:
                 if inventory.state_of(row, on) != inventory.RESERVED:
                     raise _not_reserved(row, on)
-            _set(session, [row.id for row in rows], inventory.AVAILABLE, None, None, now)
+            inventory.set_state(
+                session, [row.id for row in rows], inventory.AVAILABLE, None, None, now
+            )
             return changes.Change(audit=[_released(row) for row in rows])
 
         changes.write(session, principal, None, changes.Lock(), step)
@@ -156,32 +163,8 @@ def _wanted(keys: Sequence[inventory.Key]) -> list[inventory.Key]:
     return wanted
 
 
-def locked_rows(session: Session, keys: list[inventory.Key]) -> list[Number]:
-    """The inventory rows of `keys`, locked in key order; NotFound naming the first missing
-    one."""
-    found = inventory.lock(session, keys)
-    for key in keys:
-        if key not in found:
-            raise NotFound(
-                f"The number {key[0]}:{key[1]} is no longer in the inventory.",
-                {"number": "not in the inventory"},
-            )
-    return [found[key] for key in keys]
-
-
-def described(row: Number, on: date) -> str:
-    """What a number is now, in words: 'in service', 'available', 'reserved for acme until
-    2027-01-31', 'aging until 2026-12-31'."""
-    state = inventory.state_of(row, on)
-    if state == inventory.RESERVED:
-        return f"reserved for {row.held_for} until {row.held_until}"
-    if state == inventory.AGING:
-        return f"aging until {row.held_until}"
-    return state.replace("_", " ")
-
-
 def _not_available(row: Number, on: date) -> Conflict:
-    now = described(row, on)
+    now = inventory.described(row, on)
     return Conflict(
         f"The number {row.dialcode}:{row.number} is no longer available: it is {now}. "
         "Nothing was reserved.",
@@ -285,23 +268,6 @@ def _not_reserved(row: Number, on: date) -> Conflict:
         )
     state = inventory.state_of(row, on).replace("_", " ")
     return Conflict(f"The number {name} is not reserved: it is {state}.", {"number": state})
-
-
-def _set(
-    session: Session,
-    ids: list[int],
-    state: str,
-    company: str | None,
-    until: date | None,
-    now: datetime,
-) -> None:
-    for chunk in intervals.chunks(ids):
-        session.execute(
-            update(Number)
-            .where(Number.id.in_(chunk))
-            .values(state=state, held_for=company, held_until=until, since=now)
-            .execution_options(synchronize_session=False)
-        )
 
 
 def _as_reserved(row: Number, company: str, until: date) -> SimpleNamespace:

@@ -23,7 +23,7 @@ from ...models import Number
 from .. import changes, inventory
 from ..history import intervals
 from ..history.audit import AuditData
-from . import picking, requests, reserving
+from . import picking, requests
 from .requests import Target
 
 
@@ -79,11 +79,11 @@ def retire_numbers(
     with write_transaction() as session:
 
         def step(_now: datetime) -> changes.Change:
-            rows = reserving.locked_rows(session, wanted)
+            rows = inventory.locked_rows(session, wanted)
             states = [inventory.state_of(row, on) for row in rows]
             for row, state in zip(rows, states, strict=True):
                 if state not in (inventory.AVAILABLE, inventory.AGING):
-                    now = reserving.described(row, on)
+                    now = inventory.described(row, on)
                     raise Conflict(
                         f"The number {row.dialcode}:{row.number} is {now}: only available "
                         "and aging numbers can be retired. Nothing was retired.",
