@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MIB = 1024 * 1024
@@ -226,6 +227,41 @@ def parse_log_format(value: object) -> str:
     return word
 
 
+# Who must have a second factor (docs/security.md#required): nobody, System-Admins, every admin
+# (System-Admin or Company-Admin of some company), or every account.
+MFA_REQUIRED_VALUES = ("none", "system-admin", "admins", "all")
+
+
+def parse_mfa_required(value: object) -> str:
+    word = str(value).strip().lower()
+    if word not in MFA_REQUIRED_VALUES:
+        raise ValueError(f"{value!r} is not one of {', '.join(MFA_REQUIRED_VALUES)}")
+    return word
+
+
+def parse_oidc_issuer(value: object) -> str:
+    """An issuer is an https URL (http only on this machine, for a local provider in tests and
+    trials), without query or fragment, as its discovery document names it."""
+    text = str(value).strip()
+    parts = urlsplit(text)
+    local = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if parts.scheme != "https" and not (parts.scheme == "http" and local):
+        raise ValueError(f"{text!r} is not an https:// URL (http:// only for 127.0.0.1)")
+    if not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"{text!r} is not an issuer URL (a host, no query or fragment)")
+    return text.rstrip("/")
+
+
+def parse_text(limit: int) -> Callable[[object], str]:
+    def parse(value: object) -> str:
+        text = str(value).strip()
+        if not text or len(text) > limit or any(ord(ch) < 32 for ch in text):
+            raise ValueError(f"must be 1 to {limit} printable characters")
+        return text
+
+    return parse
+
+
 def parse_log_level(value: object) -> str:
     word = str(value).strip().upper()
     if word not in LOG_LEVELS:
@@ -298,6 +334,15 @@ SETTINGS: tuple[Setting, ...] = (
     # defaults).
     Setting("SESSION_IDLE_MINUTES", "SESSION_IDLE_MINUTES", "30", int_between(1, 7 * 24 * 60)),
     Setting("SESSION_MAX_HOURS", "SESSION_MAX_HOURS", "12", int_between(1, 30 * 24)),
+    # Who must sign in with a second factor (docs/security.md#required).
+    Setting("MFA_REQUIRED", "MFA_REQUIRED", "none", parse_mfa_required),
+    # Single sign-on with an OpenID provider (docs/security.md#single-sign-on): offered when
+    # the issuer, client id and client secret are all set (check_config refuses a part).
+    Setting("OIDC_ISSUER", "OIDC_ISSUER", None, parse_oidc_issuer),
+    Setting("OIDC_CLIENT_ID", "OIDC_CLIENT_ID", None, parse_text(200)),
+    Setting("OIDC_CLIENT_SECRET", "OIDC_CLIENT_SECRET", None, parse_text(500)),
+    Setting("OIDC_NAME", "OIDC_NAME", "single sign-on", parse_text(60)),
+    Setting("OIDC_USERNAME_CLAIM", "OIDC_USERNAME_CLAIM", "preferred_username", parse_text(100)),
     # Log lines (webapp/observability/logs.py): JSON lines or key=value text, and the least
     # severe level written; gunicorn.conf.py reads both too, for gunicorn's own lines.
     Setting("LOG_FORMAT", "LOG_FORMAT", "text", parse_log_format),
@@ -310,6 +355,9 @@ SETTINGS: tuple[Setting, ...] = (
     # services/events/targets.py refuses every other non-public address.
     Setting("WEBHOOK_ALLOW_NETWORKS", "WEBHOOK_ALLOW_NETWORKS", None, parse_networks),
 )
+
+
+OIDC_PARTS = ("OIDC_ISSUER", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET")
 
 
 def default_config(instance_path: Path) -> dict[str, object]:
@@ -348,6 +396,10 @@ def check_config(config: dict[str, Any]) -> None:
             config[setting.key] = setting.parse(config[setting.key])
         except ValueError as exc:
             raise ConfigError(f"{setting.env}: {exc}") from None
+    oidc = [key for key in OIDC_PARTS if config.get(key)]
+    if oidc and len(oidc) < len(OIDC_PARTS):
+        missing = ", ".join(key for key in OIDC_PARTS if key not in oidc)
+        raise ConfigError(f"{oidc[0]} is set but {missing} is not: single sign-on needs all three")
     # What HTTPS implies, from its checked value whichever source set it.
     https = bool(config.get("HTTPS"))
     for key in ("WTF_CSRF_SSL_STRICT", "SESSION_COOKIE_SECURE", "REMEMBER_COOKIE_SECURE"):

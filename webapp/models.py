@@ -101,6 +101,14 @@ class Account(UserMixin, Model):
     # The last successful password sign-in (services/identity/signin.py); API token use does not
     # count.
     last_sign_in_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The authenticator app's shared secret (RFC 6238), sealed like webhook secrets
+    # (services/identity/factors.py); None while the account has none. The secret is kept
+    # only after a correct code (enrolment holds it in the signed-in session until then).
+    totp_secret: Mapped[str | None] = mapped_column(String(400))
+    totp_added_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The time step (Unix time // 30) of the last code accepted: a code is accepted at most
+    # once, and no code of an earlier step after it.
+    totp_last_step: Mapped[int | None] = mapped_column(BigInteger)
 
     admin_of: Mapped[list[Company]] = relationship(
         secondary=account_admin_companies, order_by=Company.id
@@ -116,10 +124,16 @@ class Account(UserMixin, Model):
 
     # Not a column: the key of the sign-in session (account_sessions) this object was signed in
     # with or loaded for by the session cookie; None otherwise (services/identity/signin.py).
+    # session_via and session_confirmed_at: how that session was signed in ("password",
+    # "oidc") and when its holder last proved who they are (sign-in, or /account/confirm).
     if TYPE_CHECKING:
         session_key: str | None
+        session_via: str | None
+        session_confirmed_at: datetime | None
     else:
         session_key = None
+        session_via = None
+        session_confirmed_at = None
 
     def get_id(self) -> str:
         """What flask-login keeps in the session cookie: the account, its session epoch and the
@@ -142,6 +156,52 @@ class AccountSession(Model):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # How it was signed in: "password" (with the second factor, if any) or "oidc".
+    via: Mapped[str] = mapped_column(String(16), default="password")
+    # The client's address and browser (User-Agent, cut) at sign-in, for the account's own
+    # list of its sessions (/account/security).
+    address: Mapped[str | None] = mapped_column(String(64))
+    browser: Mapped[str | None] = mapped_column(String(300))
+    # The last time its holder proved who they are: sign-in, or the confirmation asked before
+    # a sensitive action (docs/security.md#confirmation).
+    confirmed_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class RecoveryCode(Model):
+    """One of an account's recovery codes: usable once instead of a second factor. Only the
+    SHA-256 of the code is kept (a code is random, 50 bits: a slow hash would add nothing a
+    sign-in limit does not). Regenerating deletes the old ones."""
+
+    __tablename__ = "recovery_codes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    account_id: Mapped[int] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True
+    )
+    digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class Passkey(Model):
+    """A passkey or security key of an account (WebAuthn): the credential the authenticator
+    made, its public key and signature counter, and the name its owner gave it."""
+
+    __tablename__ = "passkeys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    account_id: Mapped[int] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True
+    )
+    # base64url of the authenticator's credential id (at most 1,023 bytes by the standard).
+    credential_id: Mapped[str] = mapped_column(String(1400), unique=True)
+    public_key: Mapped[bytes] = mapped_column(LargeBinary)
+    sign_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    name: Mapped[str] = mapped_column(String(64))
+    # Comma-separated transports the authenticator named ("usb,nfc", "internal"), for hints.
+    transports: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class FormOnce(Model):

@@ -6,14 +6,15 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
-from flask_login import current_user, login_required, login_user, logout_user
+from flask_login import current_user, login_required, logout_user
 from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField
 from wtforms.validators import InputRequired, Length
 
 from ..extensions import login_manager
 from ..security import record_sign_in_failure, sign_in_blocked
-from ..services.identity import signin
+from ..services.identity import factors, signin
+from . import signin_flow
 from .errors import error_page
 
 bp = Blueprint("auth", __name__)
@@ -69,19 +70,19 @@ def login():
     if form.validate_on_submit():
         if sign_in_blocked(form.username.data):
             return error_page(429, "Too many failed sign-ins; wait 15 minutes and try again.")
-        account = signin.sign_in(form.username.data, form.password.data)
+        account = signin.check_password(form.username.data, form.password.data)
         if account is None:
             record_sign_in_failure(form.username.data)
             form.form_errors.append(BAD_CREDENTIALS)
         else:
             destination = safe_next(request.args.get("next"))
-            # A fresh session at sign-in: nothing from before (a planted id, an old CSRF
-            # token) carries over into the signed-in session.
-            session.clear()
-            # The cookie names the account and its new sign-in session (Account.get_id).
-            login_user(account)
-            flash(f"Signed in as {account.username}.", "success")
-            return redirect(destination)
+            if factors.has_second_factor(account):
+                signin_flow.begin_second_step(account, destination)
+                return redirect(url_for("auth.second_step"))
+            done = signin_flow.finish(account, "password", destination)
+            if done is not None:
+                return done
+            form.form_errors.append(BAD_CREDENTIALS)
     status = 200 if not form.errors and not form.form_errors else 400
     return render_template("auth/login.html", form=form), status
 

@@ -23,10 +23,12 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from ...access import Principal
 from ...database import SQLITE_BUSY_TIMEOUT_MS, utcnow, write_transaction
 from ...errors import Invalid
 from ...extensions import db
 from ...models import Account, AccountSession
+from ..history import audit
 
 log = logging.getLogger(__name__)
 
@@ -81,24 +83,52 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def sign_in(username: str, password: str) -> Account | None:
-    """The active account with these credentials, signed in with a new session; None otherwise,
-    at the same cost either way.
-
-    On success the account's `session_key` names its new `account_sessions` row, which
-    `get_id()` (what flask-login puts in the session cookie) carries, and its last sign-in
-    (`Account.last_sign_in_at`) is stamped. The slow hash is checked outside any write; then one
-    write transaction locks the account, checks that it is still active with the same password
-    and session epoch (a disable or password change may have committed meanwhile), stamps it,
-    deletes the account's sessions that can no longer be used (ended, idle or too old: pruning
-    at sign-in keeps each account's rows to the sessions it has open) and inserts the new one,
-    so a refused sign-in leaves neither stamp nor session."""
+def check_password(username: str, password: str) -> Account | None:
+    """The active account with this username and password; None otherwise, at the same cost
+    either way (an unknown username is checked against a dummy hash). Opens no session: the
+    caller goes on to the second step, if the account has a second factor, or to
+    `open_session`."""
     account = db.session.scalars(select(Account).where(Account.username == username)).first()
     if account is None:
         check_password_hash(_DUMMY_HASH, password)
         return None
     if not check_password_hash(account.password_hash, password) or not account.active:
         return None
+    return account
+
+
+@dataclass(frozen=True)
+class Client:
+    """Where a sign-in comes from, as the account's list of its sessions shows it."""
+
+    address: str | None
+    browser: str | None
+
+
+# How a sign-in proved who signed in, as its audit entry says it.
+PROOFS = {
+    "password": "password",
+    "totp": "password and authenticator app",
+    "passkey": "password and passkey",
+    "recovery": "password and recovery code",
+    "oidc": "single sign-on",
+}
+
+
+def open_session(account: Account, proof: str, client: Client) -> Account | None:
+    """Sign `account` in with a new session, proved by `proof` (a key of PROOFS: "oidc" for
+    single sign-on, else the password with the second factor used, if any); None if the
+    account changed since it was checked.
+
+    On success the account's `session_key` names its new `account_sessions` row, which
+    `get_id()` (what flask-login puts in the session cookie) carries, its last sign-in
+    (`Account.last_sign_in_at`) is stamped and the sign-in is in the audit log. One write
+    transaction locks the account, checks that it is still active with the same password and
+    session epoch as when it was checked (a disable or password change may have committed
+    meanwhile), stamps it, deletes the account's sessions that can no longer be used (ended,
+    idle or too old: pruning at sign-in keeps each account's rows to the sessions it has
+    open), inserts the new one (confirmed now) and records the sign-in, so a refused sign-in
+    leaves neither stamp nor session."""
     checked = (account.id, account.password_hash, account.session_epoch)
     limits = session_limits()
     key = secrets.token_urlsafe(32)
@@ -123,9 +153,33 @@ def sign_in(username: str, password: str) -> Account | None:
             )
         )
         session.add(
-            AccountSession(id=_digest(key), account_id=locked.id, created_at=now, last_seen_at=now)
+            AccountSession(
+                id=_digest(key),
+                account_id=locked.id,
+                created_at=now,
+                last_seen_at=now,
+                confirmed_at=now,
+                via="oidc" if proof == "oidc" else "password",
+                address=(client.address or "")[:64] or None,
+                browser=(client.browser or "")[:300] or None,
+            )
+        )
+        audit.record(
+            session,
+            [
+                audit.entry(
+                    Principal(username=locked.username, via="ui", account_id=locked.id),
+                    "account.sign_in",
+                    f"account {locked.username}",
+                    detail=f"signed in with {PROOFS[proof]}"
+                    + (f" from {client.address}" if client.address else ""),
+                    at=now,
+                )
+            ],
         )
     locked.session_key = key
+    locked.session_via = "oidc" if proof == "oidc" else "password"
+    locked.session_confirmed_at = now
     return locked
 
 
@@ -156,7 +210,12 @@ def session_account(session_id: str) -> Account | None:
     now = utcnow()
     digest = _digest(key)
     row = db.session.execute(
-        select(Account, AccountSession.last_seen_at)
+        select(
+            Account,
+            AccountSession.last_seen_at,
+            AccountSession.via,
+            AccountSession.confirmed_at,
+        )
         .join(AccountSession, AccountSession.account_id == Account.id)
         .where(
             AccountSession.id == digest,
@@ -170,8 +229,10 @@ def session_account(session_id: str) -> Account | None:
     ).first()
     if row is None:
         return None
-    account, last_seen = row
+    account, last_seen, via, confirmed_at = row
     account.session_key = key
+    account.session_via = via
+    account.session_confirmed_at = confirmed_at
     if now - last_seen >= TOUCH_EVERY:
         _touch(digest, now)
     return account
