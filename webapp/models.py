@@ -117,6 +117,11 @@ class Account(UserMixin, Model):
         secondary=account_reporting_companies, order_by=Company.id
     )
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="account")
+    # For /account/security's sections (services/identity/factors.py, passkeys.py).
+    passkeys: Mapped[list[Passkey]] = relationship(order_by="Passkey.id", viewonly=True)
+    recovery_codes: Mapped[list[RecoveryCode]] = relationship(
+        order_by="RecoveryCode.id", viewonly=True
+    )
 
     @property
     def is_active(self) -> bool:  # flask-login refuses inactive accounts

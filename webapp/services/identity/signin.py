@@ -271,6 +271,34 @@ def _touch(digest: str, now: datetime) -> None:
         log.info("session last-seen time not recorded this time: %s", exc.orig)
 
 
+# A sensitive action asks for the password (and second factor) again when the session's last
+# confirmation is older than this (docs/security.md#confirmation).
+CONFIRM_FOR = timedelta(minutes=10)
+
+
+def confirmation_fresh(account: Account) -> bool:
+    """Whether the session `account` was loaded for (by its cookie) was signed in or confirmed
+    within CONFIRM_FOR; False for an account not loaded by a session."""
+    confirmed = account.session_confirmed_at
+    return confirmed is not None and utcnow() - confirmed <= CONFIRM_FOR
+
+
+def confirm_session(account: Account) -> None:
+    """Record that the holder of the session `account` was loaded for proved again who they are
+    (password and second factor, or a passkey, or the identity provider): sensitive actions
+    are allowed for CONFIRM_FOR from now."""
+    if not account.session_key:
+        return
+    now = utcnow()
+    with write_transaction() as session:
+        session.execute(
+            update(AccountSession)
+            .where(AccountSession.id == _digest(account.session_key))
+            .values(confirmed_at=now)
+        )
+    account.session_confirmed_at = now
+
+
 def end_session(account: Account) -> None:
     """End the session `account` was loaded for (`session_key`), so its cookie, and every copy
     of it, is refused from now on. Other sessions of the account stay open."""
