@@ -17,7 +17,8 @@ from webapp.access import Principal
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import ApiToken, AuditEntry, FormOnce, Webhook
-from webapp.services.events import sealing, webhooks
+from webapp.services import sealing
+from webapp.services.events import webhooks
 from webapp.views import once
 
 ROOT = Principal.cli("test")

@@ -4,7 +4,7 @@ A session cookie is accepted, and then every POST must carry the CSRF token in X
 Bearer token needs none. Disabling an account or changing its password ends its sessions at once.
 
 The tests write the session cookie themselves: flask-login keeps the `get_id()` of the account
-signed in by `signin.sign_in` ("<id>:<session_epoch>:<session key>") under "_user_id",
+signed in by `signin.open_session` ("<id>:<session_epoch>:<session key>") under "_user_id",
 flask-wtf keeps the raw CSRF token under "csrf_token" and expects it back signed (what
 `generate_csrf` would hand a page). Sessions ending (sign-out, idle and absolute limits) are
 tests/test_signin.py.
@@ -64,7 +64,8 @@ def sign_csrf(app, raw: str, secret: str | None = None) -> str:
 def signed_in_id(username: str, password: str = "correct horse battery") -> str:
     """The session cookie's user id of a new sign-in session of `username`."""
     db.session.rollback()
-    acct = signin.sign_in(username, password)
+    checked = signin.check_password(username, password)
+    acct = signin.open_session(checked, "password", signin.Client(None, None)) if checked else None
     assert acct is not None
     return acct.get_id()
 

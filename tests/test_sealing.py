@@ -1,4 +1,4 @@
-"""Webhook signing secrets at rest (services/events/sealing.py, docs/configuration.md#webhook-
+"""Webhook signing secrets at rest (services/sealing.py, docs/configuration.md#webhook-
 secret-keys): never stored in clear, opened by any configured key, sealed with the first; a
 key brought in with WEBHOOK_SECRET_KEYS and `rekey` frees the secrets from SECRET_KEY; a secret
 no key opens is Unreadable, never a crash."""
@@ -12,7 +12,8 @@ from sqlalchemy import select
 from webapp.database import utcnow
 from webapp.extensions import db
 from webapp.models import Webhook
-from webapp.services.events import sealing, webhooks
+from webapp.services import sealing
+from webapp.services.events import webhooks
 
 from .factories import OPERATOR
 

@@ -307,7 +307,7 @@ SETTINGS: tuple[Setting, ...] = (
     # DATABASE_URL's default depends on the instance folder: see default_config.
     Setting("DATABASE_URL", "SQLALCHEMY_DATABASE_URI", None, parse_database_url),
     Setting("SECRET_KEY", "SECRET_KEY", None, parse_secret_key),
-    # The keys webhook signing secrets are sealed with (services/events/sealing.py), newest
+    # The keys webhook signing secrets are sealed with (services/sealing.py), newest
     # first; the key derived from SECRET_KEY is always tried last.
     Setting("WEBHOOK_SECRET_KEYS", "WEBHOOK_SECRET_KEYS", None, parse_fernet_keys),
     Setting("REPORT_TIMEZONE", "REPORT_TIMEZONE", "UTC", parse_timezone),

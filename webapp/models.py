@@ -691,7 +691,7 @@ class Webhook(Model):
     `head_event`, `head_attempts` and `next_attempt_at`: the retry state of the next event to
     deliver (a queued redelivery first, else the first matching event after `cursor`).
     `secret_sealed`: the signing secret ('whsec_…', shown once at creation or rotation),
-    encrypted (services/events/sealing.py): every delivery is signed with it, so it is kept,
+    encrypted (services/sealing.py): every delivery is signed with it, so it is kept,
     but never in clear. `previous_secret_sealed`: the secret a rotation replaced, which signs
     too until `previous_secret_until` (then it is ignored, and cleared by the next rotation or
     `flask events prune`). `paused_at`: when it was paused (NULL: active); the worker sends

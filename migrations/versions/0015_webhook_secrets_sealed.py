@@ -5,7 +5,7 @@ Revises: 0014
 Create Date: 2026-11-24 10:00:00
 
 A webhook's signing secret was stored in clear, and so was in every backup. It is now sealed
-with Fernet (services/events/sealing.py): `webhooks.secret` becomes `secret_sealed`, and every
+with Fernet (services/sealing.py): `webhooks.secret` becomes `secret_sealed`, and every
 clear secret is encrypted in place with the first configured key (WEBHOOK_SECRET_KEYS, else the
 key derived from SECRET_KEY). `previous_secret_sealed` and `previous_secret_until` hold the
 secret a rotation replaced, which signs too for 24 h (docs/events.md#signing-secrets).

@@ -67,7 +67,8 @@ from ...models import Webhook, WebhookAttempt, WebhookRedelivery
 from ...observability.logs import FIELDS
 from ...observability.metrics import WEBHOOK_ATTEMPTS
 from ...wording import counted
-from . import deadline, feed, sealing, targets, webhooks
+from .. import sealing
+from . import deadline, feed, targets, webhooks
 
 log = logging.getLogger(__name__)
 

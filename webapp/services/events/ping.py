@@ -19,7 +19,8 @@ from ...access import Principal
 from ...database import utcnow, write_transaction
 from ...extensions import db
 from ...models import WebhookAttempt
-from . import sealing, webhooks
+from .. import sealing
+from . import webhooks
 from .delivery import SECRET_UNREADABLE, Answer, Sender
 
 TYPE = "webhook.test"

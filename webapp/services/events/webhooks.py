@@ -2,7 +2,7 @@
 
 Creating, deleting, redelivering and rotating the signing secret are audited like account
 changes. The delivery itself is services/events/delivery.py; the secrets are kept sealed
-(services/events/sealing.py), and a rotation keeps the replaced one signing for
+(services/sealing.py), and a rotation keeps the replaced one signing for
 `PREVIOUS_SECRET_LIFE` (docs/events.md#signing-secrets).
 """
 
@@ -25,9 +25,10 @@ from ...database import utcnow, write_transaction
 from ...errors import Conflict, Invalid, NotFound
 from ...extensions import db
 from ...models import Company, EventTxn, Webhook, WebhookAttempt, WebhookRedelivery
+from .. import sealing
 from ..fields import check_format
 from ..history import audit
-from . import sealing, targets
+from . import targets
 from .journal import TYPES
 from .journal import newest as newest_event
 

@@ -1,12 +1,14 @@
-"""Webhook signing secrets at rest (docs/events.md#signing-secrets): sealed with Fernet, the
-authenticated encryption of the `cryptography` package, so a copy of the database (a backup, a
-dump) holds no secret a receiver trusts.
+"""Secrets the app must read back, at rest: webhook signing secrets (docs/events.md#signing-
+secrets) and authenticator-app secrets (docs/security.md#second-factors). Sealed with Fernet,
+the authenticated encryption of the `cryptography` package, so a copy of the database (a backup,
+a dump) holds no secret a receiver or an authenticator app trusts.
 
 The keys: each of WEBHOOK_SECRET_KEYS (Fernet keys, newest first), then one derived from
 SECRET_KEY by HKDF-SHA256 with the fixed label `INFO`. A secret is sealed with the first of
 these and opened with any (MultiFernet), so an operator can bring in a new key, re-seal every
-secret with it (`flask webhooks rekey`) and only then drop the old one. A secret no key opens
-is `Unreadable`: its webhook's deliveries fail with that reason until it is rotated.
+secret with it (`flask webhooks rekey`, which re-seals both kinds) and only then drop the old
+one. A secret no key opens is `Unreadable`: its webhook's deliveries fail with that reason
+until it is rotated; its account's authenticator app is refused until an admin resets it.
 """
 
 from __future__ import annotations
