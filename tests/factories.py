@@ -20,7 +20,7 @@ from webapp.services.records import crud, kinds
 
 OPERATOR = Principal.cli("test")
 # Audit actions of signing in and out, which any browser test client writes.
-SIGN_IN_ACTIONS = ("account.sign_in", "account.session_ended", "account.second_factor_failed")
+SIGN_IN_ACTIONS = ("account.sign-in", "account.session-ended", "account.second-factor-failed")
 
 # --- the shared world ------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ def test_a_code_is_accepted_once_and_no_older_one_after_it(app, factory):
     assert factors.check_code(account, current) is None  # the same code again
     if previous != current:
         assert factors.check_code(account, previous) is None  # an older step after a newer one
-    assert _actions("alice")[-1] == "account.second_factor_failed"
+    assert _actions("alice")[-1] == "account.second-factor-failed"
 
 
 def test_one_step_of_drift_either_way_and_no_more(app, factory):
@@ -74,7 +74,7 @@ def test_a_recovery_code_is_used_once(app, factory):
         )
     assert factors.check_code(account, "AB12CD34E") == "recovery"
     assert factors.check_code(account, "ab12-cd34e") is None
-    assert _actions("alice")[-2:] == ["account.recovery_code_used", "account.second_factor_failed"]
+    assert _actions("alice")[-2:] == ["account.recovery-code-used", "account.second-factor-failed"]
 
 
 def test_without_a_factor_nothing_is_accepted(app, factory):

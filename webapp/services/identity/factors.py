@@ -75,7 +75,7 @@ def check_code(account: Account, code: str) -> str | None:
         if accepted is not None:
             return accepted
     with write_transaction() as session:
-        audit.record(session, [_entry(account, "account.second_factor_failed", None)])
+        audit.record(session, [_entry(account, "account.second-factor-failed", None)])
     return None
 
 
@@ -121,7 +121,7 @@ def _accept_recovery(account: Account, typed: str) -> str | None:
         )
         audit.record(
             session,
-            [_entry(account, "account.recovery_code_used", f"{left} recovery codes left")],
+            [_entry(account, "account.recovery-code-used", f"{left} recovery codes left")],
         )
     return "recovery"
 

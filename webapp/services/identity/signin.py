@@ -169,7 +169,7 @@ def open_session(account: Account, proof: str, client: Client) -> Account | None
             [
                 audit.entry(
                     Principal(username=locked.username, via="ui", account_id=locked.id),
-                    "account.sign_in",
+                    "account.sign-in",
                     f"account {locked.username}",
                     detail=f"signed in with {PROOFS[proof]}"
                     + (f" from {client.address}" if client.address else ""),
