@@ -287,3 +287,28 @@ def test_factor_changes_are_only_ever_the_signed_in_accounts_own(factory):
     assert _secret_on(page.get_data(as_text=True)) != secret  # bob's own new secret
     bob.post("/account/security/totp/remove", data={"csrf_token": bob.csrf})
     assert sealing.unseal(_account("alice").totp_secret) == secret
+
+
+def test_the_pages_have_exactly_one_h1(factory):
+    """The second step, the recovery codes shown once and the page of an app set up (the
+    enrolment page is in tests/pages.py)."""
+
+    def h1s(html: str) -> list[str]:
+        soup = BeautifulSoup(html, "html.parser")
+        return [h.get_text(" ", strip=True) for h in soup.find_all("h1")]
+
+    factory.account("alice")
+    browser = factory.browser("alice")
+    page = browser.get("/account/security/totp")
+    secret = _secret_on(page.get_data(as_text=True))
+    answer = browser.post(
+        "/account/security/totp",
+        data={"csrf_token": browser.csrf, "code": pyotp.TOTP(secret).now()},
+    )
+    assert h1s(answer.get_data(as_text=True)) == ["Authenticator app added"]
+    assert h1s(browser.get("/account/security/totp").get_data(as_text=True)) == [
+        "Authenticator app"
+    ]
+    pending = factory.browser("alice")
+    assert h1s(pending.get("/login/verify").get_data(as_text=True)) == ["Second step"]
+    assert h1s(second_step(pending, "000000x").get_data(as_text=True)) == ["Second step"]

@@ -6,6 +6,11 @@ passkeys.py.
 A TOTP code is accepted at most once: the step of the last accepted code is kept on the account
 (`totp_last_step`), and a code of that step or an earlier one is refused, so a code seen over a
 shoulder or in a log is no use once it was used.
+
+Enrolment (the account's own, on its security page): an authenticator app is stored only once a
+code of it is right (`add_totp`), and removed by `remove_totp`. Recovery codes come with the
+first factor (`add_totp` makes them itself; the passkeys call `first_factor_codes`) and are
+remade by `regenerate_codes`; each is shown once and only its SHA-256 is kept.
 """
 
 from __future__ import annotations
