@@ -65,6 +65,7 @@ def test_a_covered_account_is_sent_to_enrolment_with_the_reason(app, world, land
     # What it may still reach: the enrolment itself, signing out, static files, the probes.
     assert browser.get("/static/app.css").status_code == 200
     assert browser.get("/healthz").status_code == 200
+    assert browser.get("/rest/docs").status_code == 200  # public, like the signed-out page
     assert browser.get("/no-such-page").status_code == 404
     # Signing in lands on the enrolment: / is held back like any other page.
     assert world.factory.browser("cadmin").get("/").headers["Location"] == landing

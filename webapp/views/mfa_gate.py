@@ -20,9 +20,20 @@ from ..services.identity import factors
 from .factors import security_page
 
 # What such an account may still reach: setting up a factor, the security page, signing out,
-# and what is no page of the app's (static files, health probes, metrics).
+# what anyone signed out may read (the API reference) and what is no page of the app's (static
+# files, health probes, metrics).
 OPEN_ENDPOINTS = frozenset(
-    {"security.page", "auth.logout", "auth.login", "static", "healthz", "readyz", "metrics"}
+    {
+        "security.page",
+        "auth.logout",
+        "auth.login",
+        "rest.api_docs",
+        "rest.openapi_json",
+        "static",
+        "healthz",
+        "readyz",
+        "metrics",
+    }
 )
 OPEN_BLUEPRINTS = ("factors.", "passkeys.")
 MESSAGE = (
