@@ -96,6 +96,7 @@ PAGES: dict[str, str] = {
     "account's API tokens":      f"/admin/accounts/{ACCOUNT}/tokens",
     "API tokens":                "/account/tokens",
     "revoke token":              "/account/tokens/{token}/revoke",
+    "set up authenticator app":  "/account/security/totp",
     "webhooks":                  "/admin/webhooks",
     "webhook page":              "/admin/webhooks/{webhook}",
     "delete webhook":            "/admin/webhooks/{webhook}/delete",
@@ -134,6 +135,9 @@ NOT_PAGES: dict[str, str] = {
     "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
     "/accounts/suggest": "the audit actor picker's suggestion fragment (test_audit_pages.py)",
     "/<any(ddis, users):plural>/bulk": "redirects to the list (tests/test_coming_back.py)",
+    # Half-way signed in only: its h1 in tests/test_views_factors.py, axe-core in
+    # tests/browser/test_totp_browser.py.
+    "/login/verify": "the second step of signing in (after the password)",
 }
 
 

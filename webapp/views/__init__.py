@@ -47,7 +47,9 @@ def register(app: Flask) -> None:
         bulk,
         companies,
         ddi_page,
+        factors,
         imports,
+        mfa_gate,
         months,
         numbers,
         once,
@@ -79,6 +81,7 @@ def register(app: Flask) -> None:
         pickers,
         companies,
         account,
+        factors,
         audit,
         webhooks,
         search,
@@ -106,3 +109,5 @@ def register(app: Flask) -> None:
     app.jinja_env.filters["action_effect"] = actions.effect
     app.add_url_rule("/", "index", index)
     app.before_request(refuse_unreadable_input)
+    # MFA_REQUIRED: a covered account without a second factor may only set one up.
+    app.before_request(mfa_gate.gate)

@@ -8,12 +8,15 @@ from urllib.parse import urlsplit
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, logout_user
 from flask_wtf import FlaskForm
+from werkzeug.wrappers import Response
 from wtforms import PasswordField, StringField
 from wtforms.validators import InputRequired, Length
 
 from ..extensions import login_manager
+from ..models import Account
 from ..security import record_sign_in_failure, sign_in_blocked
 from ..services.identity import factors, signin
+from ..wording import counted
 from . import signin_flow
 from .errors import error_page
 
@@ -85,6 +88,63 @@ def login():
             form.form_errors.append(BAD_CREDENTIALS)
     status = 200 if not form.errors and not form.form_errors else 400
     return render_template("auth/login.html", form=form), status
+
+
+class CodeForm(FlaskForm):
+    code = StringField(
+        "Code",
+        validators=[InputRequired(message="Type a code."), Length(max=64)],
+        description="The 6 digits your authenticator app shows, or one of your recovery codes.",
+        render_kw={"autocomplete": "one-time-code", "autocapitalize": "none"},
+    )
+
+
+# One message for every refused code: whether it was a wrong, used or old one is not said.
+BAD_CODE = "That code is not right, or was used already. Type the app's current code."
+
+
+@bp.route("/login/verify", methods=["GET", "POST"])
+def second_step():
+    """The second step of signing in (docs/security.md#signing-in): after the right password,
+    a code of the authenticator app, a recovery code or a passkey. Wrong codes count toward
+    the sign-in limits like wrong passwords."""
+    state = signin_flow.pending()
+    if state is None:
+        flash("Sign in with your username and password first.", "info")
+        return redirect(url_for("auth.login"))
+    account, destination = state
+    form = CodeForm()
+    if form.validate_on_submit():
+        if sign_in_blocked(account.username):
+            return error_page(429, "Too many failed sign-ins; wait 15 minutes and try again.")
+        done = _finish_with_code(account, form.code.data or "", destination)
+        if done is not None:
+            return done
+        record_sign_in_failure(account.username)
+        form.code.errors = [BAD_CODE]
+    status = 200 if not form.errors else 400
+    return (
+        render_template(
+            "auth/second_step.html", form=form, takes_codes=factors.takes_codes(account)
+        ),
+        status,
+    )
+
+
+def _finish_with_code(account: Account, code: str, destination: str) -> Response | None:
+    """Signed in with `code`, or None if it is not one of the account's."""
+    proof = factors.check_code(account, code)
+    if proof is None:
+        return None
+    done = signin_flow.finish(account, proof, destination)
+    if done is not None and proof == "recovery":
+        left = factors.codes_left(account)
+        flash(
+            f"You signed in with a recovery code: {counted(left, 'recovery code')} left. "
+            "Make new ones on your security page if you are running out.",
+            "info" if left > 2 else "error",
+        )
+    return done
 
 
 @bp.post("/logout")
