@@ -106,7 +106,7 @@
     const name = form.elements.name.value.trim();
     if (!name) { say(section, "Give the passkey a name first."); form.elements.name.focus(); return; }
     say(section, "Follow your browser's prompt…");
-    const options = await post(section, form.dataset.optionsUrl, {});
+    const options = await post(section, form.dataset.optionsUrl, { name: name });
     if (options.error) { say(section, options.error); return; }
     let cred;
     try { cred = await navigator.credentials.create({ publicKey: creationOptions(options) }); }

@@ -111,11 +111,17 @@ def test_two_named_passkeys_are_added_and_one_removed(factory):
     )
     assert removed.status_code == 303 and removed.headers["Location"] == "/account/passkeys"
     assert [k.name for k in _keys("alice")] == ["Blue key"]
-    assert _audit("alice")[-3:] == [
+    assert _audit("alice")[-4:] == [
         ("account.factor_added", "passkey 'Laptop'"),
+        ("account.factor_added", "recovery codes generated"),
         ("account.factor_added", "passkey 'Blue key'"),
         ("account.factor_removed", "passkey 'Laptop'"),
     ]
+    assert db.session.scalar(select(db.func.count()).select_from(RecoveryCode)) == 10
+    # The last factor gone, the recovery codes that stood in for it go too.
+    blue = _keys("alice")[0]
+    browser.post(f"/account/passkeys/{blue.id}/remove", data={"csrf_token": browser.csrf})
+    assert db.session.scalar(select(db.func.count()).select_from(RecoveryCode)) == 0
 
 
 def test_another_accounts_passkey_cannot_be_removed(factory):
@@ -138,6 +144,9 @@ def test_a_name_is_1_to_64_printable_characters_unique_per_account(factory, name
     assert response.status_code == 400
     assert why in response.get_json()["fields"]["name"]
     assert len(_keys("alice")) == 1
+    # Checked before the browser is asked, too: no credential made on the authenticator.
+    early = _post(browser, "/account/passkeys/options", {"name": name})
+    assert early.status_code == 400 and why in early.get_json()["fields"]["name"]
 
 
 def test_registration_answers_that_do_not_match_are_refused(factory):
@@ -282,6 +291,13 @@ def test_without_a_csrf_token_nothing_is_done(app, factory):
     client = _pending(app, "alice")
     refused = client.post("/login/passkey/options", json={})
     assert refused.status_code == 400 and refused.is_json
+
+
+def test_an_account_without_passkeys_gets_no_options_to_use_one(factory):
+    factory.account("alice")
+    browser = factory.browser("alice")
+    response = _post(browser, "/account/confirm/passkey/options", {})
+    assert response.status_code == 400 and "no passkey" in response.get_json()["error"]
 
 
 def test_without_a_pending_sign_in_the_sign_in_endpoints_refuse(client):

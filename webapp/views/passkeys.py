@@ -63,6 +63,8 @@ def _body() -> dict[str, Any] | None:
 
 def _options(account: Account, purpose: str) -> ResponseReturnValue:
     party = _party()
+    if purpose != "register" and not account.passkeys:
+        return _error(400, "You have no passkey; use another way.")
     if purpose == "register":
         options, challenge = passkeys.registration_options(account, party)
     else:
@@ -107,7 +109,16 @@ def page():
 @bp.post("/account/passkeys/options")
 @login_required
 def register_options():
-    return _options(current_user._get_current_object(), "register")
+    """The name is checked here too (when sent), before the browser's prompt: a passkey made
+    on the authenticator and then refused for its name would stay there, unused."""
+    account = current_user._get_current_object()
+    body = _body() or {}
+    if "name" in body:
+        try:
+            passkeys.check_name(account, body["name"])
+        except Invalid as exc:
+            return _error(400, exc.message, fields=exc.fields)
+    return _options(account, "register")
 
 
 @bp.post("/account/passkeys")

@@ -190,8 +190,8 @@ def _use_challenge(account: Account, challenge: Challenge) -> bool:
 
 @dataclass(frozen=True)
 class Added:
-    """A passkey just added, and the recovery codes to show once when it was the account's
-    first second factor (None otherwise)."""
+    """A passkey just added, and the recovery codes to show once when the account had no
+    unused ones (its first second factor; None otherwise)."""
 
     passkey: Passkey
     recovery_codes: list[str] | None
@@ -206,8 +206,8 @@ def register(
 
     One write transaction stores the credential id (base64url), public key, counter and
     transports and audits account.factor_added; a credential already known (to this account
-    or another) is refused. When it is the account's first second factor, 10 new recovery
-    codes are made and returned to be shown once."""
+    or another) is refused. Then, if the account has no unused recovery codes (its first
+    second factor), 10 new ones are made and returned to be shown once."""
     if not _use_challenge(account, challenge):
         raise Invalid("That answer was used already; try again.")
     try:
@@ -220,7 +220,6 @@ def register(
     except _BAD_ANSWER:
         raise Invalid("The browser's answer could not be verified; try again.") from None
     credential_id = bytes_to_base64url(verified.credential_id)
-    first = not factors.has_second_factor(account)
     with write_transaction() as session:
         if session.scalar(select(exists().where(Passkey.credential_id == credential_id))):
             raise Invalid("That passkey is already registered.")
@@ -235,8 +234,7 @@ def register(
         )
         session.add(row)
         audit.record(session, [_entry(account, "account.factor_added", f"passkey '{name}'")])
-    codes = _first_factor_codes(account) if first else None
-    return Added(row, codes)
+    return Added(row, _first_factor_codes(account))
 
 
 def _transports_of(credential: object) -> str | None:
@@ -249,27 +247,43 @@ def _transports_of(credential: object) -> str | None:
     return ",".join(names)[:200] or None
 
 
-# LEAD: replace with the TOTP helper's factors function for the first factor's recovery codes
-# (e.g. `factors.first_factor_codes(account)`) at merge; this stand-in makes 10 codes the way
-# factors.recovery_digest reads them, voiding any old ones, so the flow can be tested here.
-def _first_factor_codes(account: Account) -> list[str]:
+# LEAD: at merge, replace these two stand-ins by the TOTP branch's factors.first_factor_codes
+# and factors.clear_codes_if_no_factor (same meaning, same names without the underscore) and
+# delete them. They do here what those do there, so the flow can be tested in this branch.
+def _first_factor_codes(account: Account) -> list[str] | None:
+    """10 new recovery codes (audited) if `account` has no unused ones; None otherwise."""
+    unused = select(func.count()).where(
+        RecoveryCode.account_id == account.id, RecoveryCode.used_at.is_(None)
+    )
     letters = "abcdefghijklmnopqrstuvwxyz234567"  # 5 bits each: 50 bits a code
-    codes = ["".join(secrets.choice(letters) for _ in range(10)) for _ in range(10)]
-    codes = [f"{code[:5]}-{code[5:]}" for code in codes]
     with write_transaction() as session:
+        session.get(Account, account.id, with_for_update=True)
+        if session.scalar(unused):
+            return None
+        raw = ["".join(secrets.choice(letters) for _ in range(10)) for _ in range(10)]
+        codes = [f"{code[:5]}-{code[5:]}" for code in raw]
         session.execute(delete(RecoveryCode).where(RecoveryCode.account_id == account.id))
         session.add_all(
-            RecoveryCode(
-                account_id=account.id, digest=factors.recovery_digest(code), created_at=utcnow()
-            )
+            RecoveryCode(account_id=account.id, digest=factors.recovery_digest(code))
             for code in codes
         )
+        audit.record(session, [_entry(account, "account.factor_added", "recovery codes generated")])
     return codes
+
+
+def _clear_codes_if_no_factor(account: Account) -> bool:
+    """Delete `account`'s recovery codes if it has no second factor left (True then)."""
+    if factors.has_second_factor(account):
+        return False
+    with write_transaction() as session:
+        session.execute(delete(RecoveryCode).where(RecoveryCode.account_id == account.id))
+    return True
 
 
 def remove(account: Account, passkey_id: int) -> str:
     """Remove `account`'s passkey `passkey_id` (NotFound if it has no such passkey: another
-    account's is never touched), audited as account.factor_removed; its name."""
+    account's is never touched), audited as account.factor_removed; its name. With no second
+    factor left, the account's recovery codes are deleted too."""
     with write_transaction() as session:
         row = session.scalar(
             select(Passkey).where(Passkey.id == passkey_id, Passkey.account_id == account.id)
@@ -279,6 +293,8 @@ def remove(account: Account, passkey_id: int) -> str:
         name = row.name
         session.delete(row)
         audit.record(session, [_entry(account, "account.factor_removed", f"passkey '{name}'")])
+    # Recovery codes stand in for a factor: with none left, they go too.
+    _clear_codes_if_no_factor(account)
     return name
 
 
