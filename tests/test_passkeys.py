@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
+from webapp.errors import Invalid
 from webapp.extensions import db
 from webapp.models import Account, Passkey
 from webapp.services.identity import passkeys
@@ -84,3 +88,44 @@ def test_the_user_handle_is_stable_and_names_no_account(factory):
     _registered(alice, device)
     excluded, _ = passkeys.registration_options(alice, PARTY)
     assert [c["id"] for c in excluded["excludeCredentials"]] == [device.id]
+
+
+_TEXT = st.text(alphabet="AZaz09-_=+/%!", max_size=40)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+# A credential's shape with any values in it: what a broken or hostile browser might send.
+_CREDENTIALS = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": _JSON,
+        "rawId": _JSON,
+        "type": st.sampled_from(["public-key", "other"]) | _JSON,
+        "response": st.fixed_dictionaries(
+            {},
+            optional={
+                key: _TEXT | _JSON
+                for key in ("clientDataJSON", "authenticatorData", "signature", "userHandle")
+            },
+        ),
+    },
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(credential=_CREDENTIALS | _JSON)
+def test_any_malformed_answer_is_refused_without_an_error(factory, credential):
+    if not db.session.scalar(select(Account.id).where(Account.username == "alice")):
+        _registered(_account(factory, "alice"), Device())
+    alice = db.session.scalars(select(Account).where(Account.username == "alice")).one()
+    if isinstance(credential, dict) and "id" in credential:
+        credential["id"] = db.session.scalars(select(Passkey.credential_id)).first()
+    _, challenge = passkeys.authentication_options(alice, PARTY, "signin")
+    assert passkeys.authenticate(alice, PARTY, challenge, credential) is None
+    with pytest.raises(Invalid):
+        _, challenge = passkeys.registration_options(alice, PARTY)
+        passkeys.register(alice, PARTY, challenge, credential, "Other")

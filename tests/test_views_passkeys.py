@@ -281,6 +281,13 @@ def test_malformed_answers_are_refused_as_json(app, factory, body):
     for sent in (body, {"credential": answer}):
         response = _post(client, "/login/passkey", sent)
         assert response.status_code == 400 and "error" in response.get_json()
+    broken = client.post(
+        "/login/passkey",
+        data='{"credential": {',
+        content_type="application/json",
+        headers={"X-CSRFToken": client.csrf},
+    )
+    assert broken.status_code == 400 and "error" in broken.get_json()
     assert not _signed_in(client)
 
 
