@@ -97,6 +97,7 @@ PAGES: dict[str, str] = {
     "API tokens":                "/account/tokens",
     "revoke token":              "/account/tokens/{token}/revoke",
     "set up authenticator app":  "/account/security/totp",
+    "passkeys":                  "/account/passkeys",
     "webhooks":                  "/admin/webhooks",
     "webhook page":              "/admin/webhooks/{webhook}",
     "delete webhook":            "/admin/webhooks/{webhook}/delete",

@@ -131,8 +131,8 @@ def test_a_right_code_stores_the_sealed_secret_and_shows_ten_codes_once(factory)
     assert all(re.fullmatch(r"[a-z2-7]{5}-[a-z2-7]{5}", c) for c in codes)
     stored = db.session.scalars(select(RecoveryCode.digest)).all()
     assert sorted(stored) == sorted(factors.recovery_digest(c) for c in codes)
-    assert ("account.factor_added", "authenticator app") in _audits("alice")
-    assert ("account.factor_added", "recovery codes generated") in _audits("alice")
+    assert ("account.factor-added", "authenticator app") in _audits("alice")
+    assert ("account.factor-added", "recovery codes generated") in _audits("alice")
     # The page now says the app is set up; the codes are not on it any more.
     page = browser.get("/account/security/totp").get_data(as_text=True)
     assert "Set up since" in page and codes[0] not in page
@@ -166,7 +166,7 @@ def test_two_step_sign_in_and_no_session_before_the_second_step(factory):
     answer = second_step(pending, _next_code(secret, _account("alice")))
     assert answer.status_code == 302
     assert pending.get("/account/tokens").status_code == 200
-    assert ("account.sign_in", "signed in with password and authenticator app from 127.0.0.1") in (
+    assert ("account.sign-in", "signed in with password and authenticator app from 127.0.0.1") in (
         _audits("alice")
     )
     # The pending state is gone: the second step without a password again goes to /login.
@@ -190,7 +190,7 @@ def test_a_wrong_code_is_a_400_counted_and_audited_and_the_eleventh_is_429(facto
         answer = second_step(pending, wrong)
         assert answer.status_code == 400
         assert "That code is not right" in answer.get_data(as_text=True)
-    assert [a for a, _ in _audits("alice")].count("account.second_factor_failed") == 10
+    assert [a for a, _ in _audits("alice")].count("account.second-factor-failed") == 10
     # The limit (SIGN_IN_LIMIT, 10 per 15 minutes) is used up: even the right code is refused.
     blocked = second_step(pending, _next_code(secret, _account("alice")))
     assert blocked.status_code == 429
@@ -205,7 +205,7 @@ def test_a_recovery_code_signs_in_once_and_says_how_many_are_left(factory):
     assert answer.status_code == 302
     page = pending.get("/account/tokens").get_data(as_text=True)
     assert "9 recovery codes left" in page
-    assert ("account.recovery_code_used", "9 recovery codes left") in _audits("alice")
+    assert ("account.recovery-code-used", "9 recovery codes left") in _audits("alice")
     again = factory.browser("alice")
     assert second_step(again, codes[3]).status_code == 400
 
@@ -232,7 +232,7 @@ def test_regenerating_voids_the_old_codes_and_shows_new_ones_once(factory):
     assert sorted(db.session.scalars(select(RecoveryCode.digest)).all()) == sorted(
         factors.recovery_digest(c) for c in new
     )
-    assert ("account.factor_added", "recovery codes regenerated") in _audits("alice")
+    assert ("account.factor-added", "recovery codes regenerated") in _audits("alice")
     assert second_step(factory.browser("alice"), old[0]).status_code == 400
     assert second_step(factory.browser("alice"), new[0]).status_code == 302
 
@@ -256,7 +256,7 @@ def test_removing_the_app_signs_in_with_the_password_alone_and_drops_the_codes(f
     account = _account("alice")
     assert account.totp_secret is None and account.totp_added_at is None
     assert db.session.scalars(select(RecoveryCode)).all() == []
-    assert ("account.factor_removed", "authenticator app") in _audits("alice")
+    assert ("account.factor-removed", "authenticator app") in _audits("alice")
     # Signing in again takes the password alone (Factory.browser's CSRF page is then reached).
     assert factory.browser("alice").get("/account/tokens").status_code == 200
 

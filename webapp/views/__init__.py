@@ -53,6 +53,7 @@ def register(app: Flask) -> None:
         months,
         numbers,
         once,
+        passkeys,
         pickers,
         records,
         report_day,
@@ -85,6 +86,7 @@ def register(app: Flask) -> None:
         audit,
         webhooks,
         search,
+        passkeys,
     )
     # The day drill-down's routes are on the reports blueprint: loaded above, before it is
     # registered.

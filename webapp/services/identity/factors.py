@@ -185,7 +185,7 @@ def add_totp(account: Account, secret: str, code: str) -> list[str] | None:
         locked.totp_secret = sealing.seal(secret)
         locked.totp_added_at = utcnow()
         locked.totp_last_step = step
-        audit.record(session, [_entry(locked, "account.factor_added", "authenticator app")])
+        audit.record(session, [_entry(locked, "account.factor-added", "authenticator app")])
         codes = _issue_codes(session, locked, only_if_none=True)
     return codes
 
@@ -201,7 +201,7 @@ def remove_totp(account: Account) -> bool:
         locked.totp_secret = None
         locked.totp_added_at = None
         locked.totp_last_step = None
-        audit.record(session, [_entry(locked, "account.factor_removed", "authenticator app")])
+        audit.record(session, [_entry(locked, "account.factor-removed", "authenticator app")])
         _drop_codes_without_factor(session, locked)
     return True
 
@@ -287,7 +287,7 @@ def _issue_codes(session: Session, account: Account, *, only_if_none: bool) -> l
         for code in codes
     )
     detail = "recovery codes generated" if only_if_none else "recovery codes regenerated"
-    audit.record(session, [_entry(account, "account.factor_added", detail)])
+    audit.record(session, [_entry(account, "account.factor-added", detail)])
     return codes
 
 
