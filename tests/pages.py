@@ -134,6 +134,8 @@ NOT_PAGES: dict[str, str] = {
     "/companies/suggest": "the company pickers' suggestion fragment (tests/test_pickers.py)",
     "/accounts/suggest": "the audit actor picker's suggestion fragment (test_audit_pages.py)",
     "/<any(ddis, users):plural>/bulk": "redirects to the list (tests/test_coming_back.py)",
+    "/login/sso": "redirects to the identity provider (tests/test_oidc.py)",
+    "/login/sso/callback": "the identity provider's answer (tests/test_oidc.py)",
 }
 
 

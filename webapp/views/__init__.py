@@ -56,6 +56,7 @@ def register(app: Flask) -> None:
         report_day,
         reports,
         search,
+        sso,
         user_page,
         webhooks,
     )
@@ -82,6 +83,7 @@ def register(app: Flask) -> None:
         audit,
         webhooks,
         search,
+        sso,
     )
     # The day drill-down's routes are on the reports blueprint: loaded above, before it is
     # registered.
