@@ -28,7 +28,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Response
 
 with warnings.catch_warnings():  # its imports of authlib.jose warn of deprecation
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     import oidc_provider_mock
     from authlib import jose
     from oidc_provider_mock import User
