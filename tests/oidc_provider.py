@@ -20,6 +20,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -40,10 +41,14 @@ CLIENT_SECRET = "client-secret-for-tests"
 
 
 class Provider:
-    def __init__(self, users: dict[str, dict[str, Any]]) -> None:
-        """`users`: subject -> its claims (preferred_username, email...)."""
+    def __init__(
+        self, users: dict[str, dict[str, Any]], token_max_age: timedelta = timedelta(hours=1)
+    ) -> None:
+        """`users`: subject -> its claims (preferred_username, email...); `token_max_age`:
+        how long its tokens are valid (negative: expired when issued)."""
         self.app = oidc_provider_mock.app(
             require_nonce=True,
+            access_token_max_age=token_max_age,
             user_claims=[User(sub=sub, claims=claims) for sub, claims in users.items()],
         )
         self.hits: Counter[str] = Counter()
@@ -143,9 +148,10 @@ def other_keys() -> dict[str, Any]:
 
 
 @contextmanager
-def running(users: dict[str, dict[str, Any]]) -> Iterator[Provider]:
-    """A provider serving on a free port of 127.0.0.1 while the block runs."""
-    provider = Provider(users)
+def running(users: dict[str, dict[str, Any]], **options: Any) -> Iterator[Provider]:
+    """A provider (`options`: Provider's) serving on a free port of 127.0.0.1 while the block
+    runs."""
+    provider = Provider(users, **options)
     with serving(make_server("127.0.0.1", 0, provider, threaded=True)) as url:
         provider.url = url
         yield provider

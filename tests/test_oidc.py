@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import AccountSession, AuditEntry
+from webapp.models import Account, AccountSession, AuditEntry
 from webapp.services.identity import accounts, oidc
 
 from .factories import OPERATOR
@@ -209,6 +209,15 @@ def test_a_rotated_signing_key_is_fetched_at_once(client, provider, app):
     assert provider.hits["/.well-known/openid-configuration"] == 1  # discovery still cached
 
 
+def test_an_expired_id_token_is_refused(app, client, world):
+    with running(USERS, token_max_age=timedelta(minutes=-5)) as provider:
+        configure(app, provider.url)
+        response = sign_in(provider, client, "sub-root")
+    assert response.status_code == 400
+    assert "could not be verified" in text(response)
+    assert sessions() == []
+
+
 def test_a_nonce_mismatch_is_refused(client, provider):
     response = sign_in(provider, client, "sub-root", nonce="not-the-nonce-we-sent")
     assert response.status_code == 400
@@ -337,3 +346,27 @@ def test_confirming_needs_a_session_signed_in_with_sso(client, provider, factory
     assert signed_out.status_code == 302
     assert signed_out.headers["Location"].startswith("/login?next=")
     assert provider.hits == {}
+
+
+def test_a_confirmation_the_provider_did_not_ask_for_again_is_refused(app, client, provider):
+    """A provider that answers prompt=login with an old sign-in (its auth_time before the
+    request) confirms nothing."""
+    assert sign_in(provider, client, "sub-root").status_code == 302
+    db.session.rollback()
+    (row,) = sessions()
+    account = db.session.get(Account, row.account_id)
+    now = int(time.time())
+    with pytest.raises(oidc.Rejected, match="did not ask you to sign in again"):
+        oidc.confirm(account, {"preferred_username": "root", "auth_time": now - 3600}, now)
+    assert audit_entries("account.confirmed") == []
+
+
+def test_a_few_sign_ins_may_be_under_way_at_once(client, provider):
+    """Two tabs each started single sign-on: either answer works (the session keeps the
+    newest few states), the older one too."""
+    first = begin(client)
+    second = begin(client)
+    back = provider.authorize(first, "sub-root")
+    assert client.get(back).status_code == 302
+    assert signed_in(client)
+    assert urlsplit(first).query != urlsplit(second).query

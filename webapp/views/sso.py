@@ -52,7 +52,8 @@ def _remember(state: str, flow: dict[str, Any]) -> None:
         if isinstance(value, dict) and now - int(value.get("at", 0)) <= FLOW_FOR
     }
     flows[state] = {**flow, "at": now}
-    session[FLOWS] = dict(list(flows.items())[-MAX_FLOWS:])
+    newest = sorted(flows.items(), key=lambda item: int(item[1].get("at", 0)))[-MAX_FLOWS:]
+    session[FLOWS] = dict(newest)
 
 
 def _take(state: str | None) -> dict[str, Any] | None:
