@@ -64,7 +64,7 @@ def test_signing_in_with_sso_in_a_browser(live_server, page, provider):
 def test_an_unknown_account_gets_a_page_saying_so(live_server, page, provider):
     start(page, live_server)
     page.get_by_role("button", name="sub-stranger").click()
-    expect(page.get_by_role("heading", name="No account for single sign-on")).to_be_visible()
+    expect(page.get_by_role("heading", name="Single sign-on refused")).to_be_visible()
     expect(page.get_by_text("No account here has the username 'stranger'")).to_be_visible()
     page.get_by_role("link", name="Back to sign-in").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
@@ -96,7 +96,7 @@ def test_the_sso_pages_pass_axe(live_server, page, provider, width):
         problems["sign in with the SSO button"] = found
     start(page, live_server)
     page.get_by_role("button", name="sub-stranger").click()
-    expect(page.get_by_role("heading", name="No account for single sign-on")).to_be_visible()
+    expect(page.get_by_role("heading", name="Single sign-on refused")).to_be_visible()
     if found := violations(page) + too_wide(page):
         problems["single sign-on refused"] = found
     assert not problems, problems

@@ -38,7 +38,7 @@ def _callback_uri() -> str:
 
 
 def _problem(problem: oidc.SignOnProblem) -> tuple[str, int]:
-    title = "Single sign-on failed" if problem.status != 403 else "No account for single sign-on"
+    title = "Single sign-on refused" if problem.status == 403 else "Single sign-on failed"
     page = render_template("auth/sso_problem.html", title=title, message=problem.message)
     return page, problem.status
 
