@@ -139,6 +139,8 @@ NOT_PAGES: dict[str, str] = {
     # Half-way signed in only: its h1 in tests/test_views_factors.py, axe-core in
     # tests/browser/test_totp_browser.py.
     "/login/verify": "the second step of signing in (after the password)",
+    "/login/sso": "redirects to the identity provider (tests/test_oidc.py)",
+    "/login/sso/callback": "the identity provider's answer (tests/test_oidc.py)",
 }
 
 

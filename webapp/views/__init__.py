@@ -59,6 +59,7 @@ def register(app: Flask) -> None:
         report_day,
         reports,
         search,
+        sso,
         user_page,
         webhooks,
     )
@@ -87,6 +88,7 @@ def register(app: Flask) -> None:
         webhooks,
         search,
         passkeys,
+        sso,
     )
     # The day drill-down's routes are on the reports blueprint: loaded above, before it is
     # registered.
