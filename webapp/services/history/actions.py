@@ -30,6 +30,7 @@ NAMES: dict[str, str] = {
     "account.disable": "Account disabled",
     "account.enable": "Account enabled",
     "account.sign-in": "Signed in",
+    "account.sign-in-refused": "Single sign-on refused",
     "account.second-factor-failed": "Second factor refused",
     "account.recovery-code-used": "Recovery code used",
     "account.factor-added": "Second factor added",
