@@ -29,6 +29,14 @@ NAMES: dict[str, str] = {
     "account.password": "Account's password reset",
     "account.disable": "Account disabled",
     "account.enable": "Account enabled",
+    "account.sign_in": "Signed in",
+    "account.second_factor_failed": "Second factor refused",
+    "account.recovery_code_used": "Recovery code used",
+    "account.factor_added": "Second factor added",
+    "account.factor_removed": "Second factor removed",
+    "account.session_ended": "Session ended",
+    "account.confirmed": "Identity confirmed",
+    "account.mfa_reset": "Second factors reset",
     "token.create": "API token created",
     "token.revoke": "API token revoked",
     "webhook.create": "Webhook created",
@@ -47,8 +55,9 @@ NAMES: dict[str, str] = {
     "demo.load": "Demo data loaded",
 }
 
-# What an action code looks like: a word, a dot, a word (the filter refuses anything else).
-CODE = re.compile(r"[a-z]{1,20}\.[a-z-]{1,30}")
+# What an action code looks like: a word, a dot, a word (the filter refuses anything else);
+# the sign-in actions' words hold underscores (account.session_ended).
+CODE = re.compile(r"[a-z]{1,20}\.[a-z_-]{1,30}")
 
 
 def name(code: str) -> str:
