@@ -301,3 +301,31 @@ def test_with_an_authenticator_app_the_code_is_asked_too(world, factory):
     assert response.status_code == 302
     assert confirmed_at(browser) > old
     assert audits("account.confirmed")[-1].detail == "confirmed with password and authenticator app"
+
+
+def test_a_single_sign_on_session_without_the_sso_pages_confirms_with_the_password(world, factory):
+    """An OIDC session confirms at its identity provider (a link to sso.start, views/sso.py);
+    where that view is not there, the password form is the way."""
+    browser = factory.browser("root")
+    db.session.execute(
+        update(AccountSession).where(AccountSession.id == row_id(browser)).values(via="oidc")
+    )
+    db.session.commit()
+    page = form_of(browser.get("/account/confirm"))
+    assert page.find(id="password") is not None
+    assert page.find("a", string="Confirm at your identity provider") is None
+
+
+def test_a_stale_post_without_a_referer_comes_back_to_its_page_or_the_start(world, factory):
+    browser = factory.browser("root")
+    make_stale(browser)
+    response = browser.post("/admin/webhooks", data={"csrf_token": browser.csrf})
+    assert response.headers["Location"] == "/account/confirm?next=/admin/webhooks"
+    other = browser.post(
+        "/admin/webhooks",
+        data={"csrf_token": browser.csrf},
+        headers={"Referer": "https://evil.example.com/admin/webhooks"},
+    )
+    assert other.headers["Location"] == "/account/confirm?next=/admin/webhooks"
+    password = browser.post("/account/password", data={"csrf_token": browser.csrf})
+    assert password.headers["Location"] == "/account/confirm?next=/"  # no page at that address
