@@ -57,7 +57,10 @@ PAGES: dict[str, tuple[set[str], str]] = {
     "/admin/accounts/nobody/password": (SYSADMIN, "Reset the password of nobody"),
     "/admin/accounts/nobody/disable": (SYSADMIN, "Disable nobody?"),
     "/admin/accounts/nobody/tokens": (SYSADMIN, "API tokens of nobody"),
+    "/admin/accounts/nobody/reset-mfa": (SYSADMIN, "Reset the second factors of nobody?"),
     "/account/tokens": (ALL, "Your API tokens"),
+    "/account/security": (ALL, "Security"),
+    "/account/confirm": (ALL, "Confirm it is you"),
     "/audit": ({"root", "boss"}, "Audit log"),
 }
 
