@@ -329,3 +329,14 @@ def test_a_stale_post_without_a_referer_comes_back_to_its_page_or_the_start(worl
     assert other.headers["Location"] == "/account/confirm?next=/admin/webhooks"
     password = browser.post("/account/password", data={"csrf_token": browser.csrf})
     assert password.headers["Location"] == "/account/confirm?next=/"  # no page at that address
+
+
+def test_wrong_codes_count_toward_the_sign_in_limit(world, factory):
+    browser = factory.browser("root")
+    totp = give_totp("root")
+    make_stale(browser)
+    for _ in range(10):
+        assert confirm(browser, password=PASSWORD, code="000000").status_code == 400
+    assert confirm(browser, password=PASSWORD, code=totp.now()).status_code == 429
+    assert len(audits("account.second_factor_failed")) == 10
+    assert audits("account.confirmed") == []
