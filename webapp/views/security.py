@@ -21,6 +21,7 @@ from ..extensions import db
 from ..models import Account
 from ..security import NO_STORE
 from ..services.identity import accounts, sessions, signin
+from ..wording import counted
 from .common import principal
 from .confirm import confirmation_required
 from .forms import ConfirmForm, form_error
@@ -93,7 +94,7 @@ def end_others():
         return redirect(url_for("security.page"), 303)
     ended = sessions.end_others(_me())
     flash(
-        f"Signed out everywhere else ({ended} other session{'s' if ended != 1 else ''} ended)."
+        f"Signed out everywhere else ({counted(ended, 'other session')} ended)."
         if ended
         else "There was no other session to sign out.",
         "success",
