@@ -57,7 +57,10 @@ PAGES: dict[str, tuple[set[str], str]] = {
     "/admin/accounts/nobody/password": (SYSADMIN, "Reset the password of nobody"),
     "/admin/accounts/nobody/disable": (SYSADMIN, "Disable nobody?"),
     "/admin/accounts/nobody/tokens": (SYSADMIN, "API tokens of nobody"),
+    "/admin/accounts/nobody/reset-mfa": (SYSADMIN, "Reset the second factors of nobody?"),
     "/account/tokens": (ALL, "Your API tokens"),
+    "/account/security": (ALL, "Security"),
+    "/account/confirm": (ALL, "Confirm it is you"),
     "/audit": ({"root", "boss"}, "Audit log"),
 }
 
@@ -649,14 +652,18 @@ def test_change_own_password(world, factory):
     assert soup(response).select_one("#pw-current_password-error").get_text() == "not correct"
     assert counts() == before
 
+    other = factory.browser("reporter")  # another session of the same account
     response = post(
         browser,
         "/account/password",
         {"pw-current_password": PASSWORD, "pw-password": "another good one"},
     )
-    assert response.status_code == 302 and response.headers["Location"] == "/login"
-    assert "Password changed" in " ".join(flashes(browser.get("/login")))
-    assert browser.get("/account/tokens").status_code == 302  # signed out
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/account/security#password-head"
+    # This session goes on (docs/security.md#sessions); the other one is signed out.
+    assert "Password changed" in " ".join(flashes(browser.get("/account/security")))
+    assert browser.get("/account/tokens").status_code == 200
+    assert other.get("/account/tokens").status_code == 302
     factory.browser("reporter", "another good one")
 
 

@@ -325,7 +325,7 @@ def test_confirm_with_a_passkey_sets_confirmed_at(factory):
     db.session.rollback()
     newest = max(db.session.scalars(select(AccountSession.confirmed_at)))
     assert utcnow() - newest < timedelta(minutes=1)
-    assert _audit("alice")[-1] == ("account.confirmed", "with a passkey")
+    assert _audit("alice")[-1] == ("account.confirmed", "confirmed with a passkey")
     # `next` stays on this site.
     options = _post(browser, "/account/confirm/passkey/options", {}).get_json()
     answer = {"credential": device.get(options), "next": "//evil.example/x"}

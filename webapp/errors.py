@@ -22,7 +22,11 @@ ERROR_CODES: dict[int, str] = {
 }
 # The finer codes some answers give instead of their status's own (docs/numbers.md): all 409s,
 # a number held for another company or too few numbers to take. The OpenAPI document lists them.
-FINER_CODES = frozenset({"number_reserved", "number_aging", "not_enough_numbers"})
+# And a 403 of a sensitive action from a browser session not confirmed lately
+# (docs/security.md#confirmation).
+FINER_CODES = frozenset(
+    {"number_reserved", "number_aging", "not_enough_numbers", "confirmation_required"}
+)
 # What a 503 answer's Retry-After says: a database restart or failover takes seconds, and a
 # client retrying sooner only adds load to a server coming back.
 RETRY_AFTER_SECONDS = 5

@@ -63,6 +63,15 @@ def api_principal() -> Principal | None:
     return principal
 
 
+def confirmation_missing() -> bool:
+    """Whether this API request is signed in by a session cookie whose session was not
+    confirmed within signin.CONFIRM_FOR (docs/security.md#confirmation); a Bearer token is its
+    own credential and never needs it."""
+    if bearer_token() is not None or not current_user.is_authenticated:
+        return False
+    return not signin.confirmation_fresh(current_user._get_current_object())
+
+
 def rate_limit_key() -> str:
     """Rate-limit bucket: the token (hashed), else the session account, else the address."""
     token = bearer_token()

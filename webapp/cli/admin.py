@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..services import companies
-from ..services.identity import accounts, api_tokens
+from ..services.identity import accounts, api_tokens, reset
 from .common import Group, friendly, operator
 
 companies_cli = Group("companies", help="Manage companies.")
@@ -70,6 +70,16 @@ def accounts_enable(username: str) -> None:
     """Let a disabled account sign in again; its unrevoked API tokens work again."""
     accounts.enable(operator(), username)
     click.echo(f"Enabled account {username}.")
+
+
+@accounts_cli.command("reset-mfa")
+@click.argument("username")
+@friendly
+def accounts_reset_mfa(username: str) -> None:
+    """Remove an account's second factors (authenticator app, passkeys, recovery codes) and end
+    its sessions, for someone who lost them; it then signs in with its password alone."""
+    removed = reset.reset_factors(operator(), username)
+    click.echo(f"Reset the second factors of {username} (removed: {removed}); its sessions ended.")
 
 
 @tokens_cli.command("create")

@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import Response, jsonify, request
 
+from ..errors import Forbidden
+from ..request_auth import confirmation_missing
 from ..services.billing import closed_figures, month_close, report_query, reports
 from .blueprint import bp
 from .ops import CLOSE, REOPEN, REPORT, json_body, parse_envelope, require_principal
@@ -50,6 +52,12 @@ def close_month() -> Response:
 @bp.post("/call/reopenMonth")
 def reopen_month() -> Response:
     principal = require_principal()
+    if confirmation_missing():  # a sensitive action (docs/security.md#confirmation)
+        raise Forbidden(
+            "Reopening a month from a browser session needs a fresh confirmation: confirm at "
+            "/account/confirm, or use an API token.",
+            code="confirmation_required",
+        )
     body = _body(REOPEN)
     request_ = month_close.parse_scope(body.get("scope"))
     return _period(month_close.reopen_month(principal, request_, body.get("reason")))

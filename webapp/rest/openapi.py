@@ -770,7 +770,8 @@ ERROR_WHEN = {
     400: "The body or a field is not valid; `fields` says which and why.",
     401: "Credentials are missing or not valid.",
     403: "Authenticated, but this account may not do this (or a cookie-authenticated POST "
-    "without a valid X-CSRFToken).",
+    "without a valid X-CSRFToken; or, code confirmation_required, a sensitive call from a "
+    "session not confirmed in the last 10 minutes).",
     404: "The record named does not exist or is not visible to this account.",
     409: "This conflicts with what is stored.",
     413: "The body is too large.",

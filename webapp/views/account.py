@@ -1,4 +1,5 @@
-"""The signed-in account's own page: /account/tokens (its API tokens and its password).
+"""The signed-in account's own page: /account/tokens (its API tokens). Its password, second
+factors and sessions are on /account/security (views/security.py).
 
 A new token is shown once, in the answer to the POST that made it, marked not to be cached;
 it never goes into a flash message (the session cookie is signed, not encrypted). The form is a
@@ -7,16 +8,17 @@ one-time form (views/once.py): a reload of that answer makes no second token.
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, session, url_for
-from flask_login import login_required, logout_user
+from flask import Blueprint, flash, redirect, render_template, url_for
+from flask_login import login_required
 from flask_wtf import FlaskForm
-from wtforms import PasswordField, StringField
+from wtforms import StringField
 
 from ..errors import ServiceError
 from ..security import NO_STORE
-from ..services.identity import accounts, api_tokens, signin
+from ..services.identity import api_tokens
 from . import once
 from .common import principal
+from .confirm import confirmation_required
 from .forms import ConfirmForm, form_error
 
 bp = Blueprint("account", __name__, url_prefix="/account")
@@ -26,22 +28,13 @@ class TokenForm(FlaskForm):
     label = StringField("Label", description="What the token is for; at most 100 characters.")
 
 
-class OwnPasswordForm(FlaskForm):
-    current_password = PasswordField("Current password")
-    password = PasswordField(
-        "New password", description=f"At least {signin.MIN_PASSWORD} characters."
-    )
-
-
-def _page(token_form=None, password_form=None, new_token=None, status=200):
+def _page(token_form=None, new_token=None, status=200):
     me = principal()
     return (
         render_template(
             "account/tokens.html",
             tokens=api_tokens.of_account(me, me.username),
             token_form=token_form or TokenForm(formdata=None),
-            # A prefix keeps this form's field ids apart from the token form's.
-            password_form=password_form or OwnPasswordForm(formdata=None, prefix="pw"),
             new_token=new_token,
         ),
         status,
@@ -57,6 +50,7 @@ def tokens():
 
 @bp.post("/tokens")
 @login_required
+@confirmation_required
 def token_create():
     me = principal()
     form = TokenForm()
@@ -91,23 +85,3 @@ def token_revoke(token_id: int):
         flash(f"Token {prefix}… revoked; the API refuses it from now on.", "info")
         return redirect(url_for("account.tokens"))
     return render_template("account/token_revoke.html", token=token, form=form)
-
-
-@bp.post("/password")
-@login_required
-def password():
-    me = principal()
-    form = OwnPasswordForm(prefix="pw")
-    if form.validate_on_submit():
-        try:
-            accounts.change_own_password(
-                me, form.current_password.data or "", form.password.data or ""
-            )
-        except ServiceError as exc:
-            return _page(password_form=form, status=form_error(form, exc))
-        # The password change ended every session of this account, this one included.
-        logout_user()
-        session.clear()
-        flash("Password changed. Sign in with the new password.", "success")
-        return redirect(url_for("auth.login"))
-    return _page(password_form=form, status=400)

@@ -23,10 +23,11 @@ from wtforms import BooleanField, PasswordField, SelectMultipleField, StringFiel
 from ..errors import Invalid, NotFound, ServiceError
 from ..security import NO_STORE
 from ..services import companies
-from ..services.identity import accounts, api_tokens, signin
+from ..services.identity import accounts, api_tokens, reset, signin
 from . import companies as company_views
 from . import pickers
 from .common import is_htmx, list_back, list_here, page_args, principal
+from .confirm import confirmation_required
 from .forms import ConfirmForm, form_error
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -236,6 +237,7 @@ def _accounts_list(error: str | None = None, status: int = 200):
 
 @bp.route("/accounts/new", methods=["GET", "POST"])
 @login_required
+@confirmation_required
 def account_new():
     me = principal()
     me.require_system_admin("create accounts")  # before listing companies for the form
@@ -266,6 +268,7 @@ def account_new():
 
 @bp.route("/accounts/<username>/grants", methods=["GET", "POST"])
 @login_required
+@confirmation_required
 def account_grants(username: str):
     me = principal()
     account = accounts.get(me, username)
@@ -356,6 +359,33 @@ def account_enable(username: str):
     _mark("accounts", username)
     back: dict[str, Any] = page_args(request.form, ("q", "page"))
     return redirect(url_for("admin.accounts", _anchor=f"account-{username}", **back))
+
+
+@bp.route("/accounts/<username>/reset-mfa", methods=["GET", "POST"])
+@login_required
+@confirmation_required
+def account_reset_mfa(username: str):
+    """Recovery by an admin: remove another account's second factors (services/identity/
+    reset.py), after a page saying what that does."""
+    me = principal()
+    account = accounts.get(me, username)  # 403 for all but a System-Admin, 404 if none
+    form = ConfirmForm()
+    status = 200
+    if form.validate_on_submit():
+        try:
+            removed = reset.reset_factors(me, username)
+        except ServiceError as exc:
+            status = form_error(form, exc)
+        else:
+            flash(
+                f"Second factors of {username} reset (removed: {removed}); its sessions have "
+                "ended and it signs in with its password alone until it adds a factor.",
+                "success",
+            )
+            _mark("accounts", username)
+            return redirect(_accounts_back())
+    context = {"account": account, "form": form, "back": _accounts_back()}
+    return render_template("admin/account_reset_mfa.html", **context), status
 
 
 @bp.get("/accounts/<username>/tokens")

@@ -35,6 +35,7 @@ from ..security import NO_STORE
 from ..services import sealing
 from ..services.identity import factors
 from . import once
+from .confirm import confirmation_required
 from .forms import ConfirmForm, form_error
 
 bp = Blueprint("factors", __name__, url_prefix="/account/security")
@@ -122,6 +123,7 @@ def _codes_page(codes: list[str], heading: str) -> ResponseReturnValue:
 
 @bp.get("/totp")
 @login_required
+@confirmation_required
 def totp():
     account = _me()
     if account.totp_secret is not None:
@@ -131,6 +133,7 @@ def totp():
 
 @bp.post("/totp")
 @login_required
+@confirmation_required
 def totp_add():
     account = _me()
     if account.totp_secret is not None:
@@ -152,6 +155,7 @@ def totp_add():
 
 @bp.post("/totp/remove")
 @login_required
+@confirmation_required
 def totp_remove():
     form = ConfirmForm()
     if form.validate_on_submit() and factors.remove_totp(_me()):
@@ -161,6 +165,7 @@ def totp_remove():
 
 @bp.post("/recovery-codes")
 @login_required
+@confirmation_required
 def recovery_regenerate():
     form = ConfirmForm()
     if not form.validate_on_submit():

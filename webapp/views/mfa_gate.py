@@ -25,6 +25,9 @@ from .factors import security_page
 OPEN_ENDPOINTS = frozenset(
     {
         "security.page",
+        # Confirming who one is (asked before changing factors once the sign-in is 10 minutes
+        # old): without it, enrolment would send to the confirmation and back, forever.
+        "confirm.page",
         "auth.logout",
         "auth.login",
         "rest.api_docs",

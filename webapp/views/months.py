@@ -21,6 +21,7 @@ from ..errors import Conflict, Invalid, ServiceError
 from ..services.billing import month_close, reports
 from .auth import safe_next
 from .common import is_htmx, principal
+from .confirm import confirmation_required
 from .forms import ConfirmForm, apply_field_errors
 
 bp = Blueprint("months", __name__, url_prefix="/reports/months")
@@ -151,6 +152,7 @@ def close(label: str):
 
 @bp.route("/<label>/reopen", methods=["GET", "POST"])
 @login_required
+@confirmation_required
 def reopen(label: str):
     me = principal()
     me.require_system_admin("reopen a closed month")

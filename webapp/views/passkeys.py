@@ -35,6 +35,7 @@ from ..security import NO_STORE, record_sign_in_failure, sign_in_blocked
 from ..services.identity import passkeys
 from . import signin_flow
 from .auth import safe_next
+from .confirm import confirmation_required
 from .errors import error_page
 
 bp = Blueprint("passkeys", __name__)
@@ -108,6 +109,7 @@ def page():
 
 @bp.post("/account/passkeys/options")
 @login_required
+@confirmation_required
 def register_options():
     """The name is checked here too (when sent), before the browser's prompt: a passkey made
     on the authenticator and then refused for its name would stay there, unused."""
@@ -123,6 +125,7 @@ def register_options():
 
 @bp.post("/account/passkeys")
 @login_required
+@confirmation_required
 def register():
     account = current_user._get_current_object()
     body = _body()
@@ -143,6 +146,7 @@ def register():
 
 @bp.post("/account/passkeys/<int:passkey_id>/remove")
 @login_required
+@confirmation_required
 def remove(passkey_id: int):
     name = passkeys.remove(current_user._get_current_object(), passkey_id)
     flash(f"Passkey '{name}' removed.", "success")

@@ -38,6 +38,7 @@ from ..services.events import ping, webhooks
 from ..services.events.journal import TYPES
 from . import once, pickers
 from .common import principal
+from .confirm import confirmation_required
 from .forms import FORM_STATUSES, ConfirmForm
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
@@ -180,6 +181,7 @@ def _admin() -> Principal:
 
 @bp.route("", methods=["GET", "POST"], endpoint="index")
 @login_required
+@confirmation_required(methods=("POST",))  # creating one; the list itself asks nothing
 def index() -> ResponseReturnValue:
     me = _admin()
     form = WebhookForm()

@@ -22,7 +22,7 @@ from ...models import Account, Company, account_admin_companies
 from .. import paging
 from ..fields import check_format
 from ..history import audit
-from . import signin
+from . import sessions, signin
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,7 @@ def disable(principal: Principal, username: str) -> None:
         before = grants_of(account)
         account.active = False
         account.session_epoch += 1
+        sessions.end_all_but(session, account.id, None)  # ended in its list too
         audit.record(
             session,
             [
@@ -181,15 +182,25 @@ def enable(principal: Principal, username: str) -> None:
         )
 
 
-def set_password(principal: Principal, username: str, password: str) -> None:
-    """Replace an account's password (System-Admin, or the account itself) and end its sessions."""
+def set_password(
+    principal: Principal, username: str, password: str, *, keep: str | None = None
+) -> None:
+    """Replace an account's password (System-Admin, or the account itself) and end its sessions:
+    all of them (the session epoch is raised, so a half-done sign-in ends too), or with `keep`
+    (the stored id of the session the account itself changes it from) every other one, the
+    epoch left as it is so that session's cookie stays good. One transaction, audited."""
     principal.require_manage_account("change another account's password", username=username)
     password = signin.check_new_password(password)
     with write_transaction() as session:
         account = get_for_update(session, username)
         account.password_hash = signin.hash_password(password)
-        account.session_epoch += 1
-        audit.record(session, [audit.entry(principal, "account.password", f"account {username}")])
+        if keep is None:
+            account.session_epoch += 1
+        ended = sessions.end_all_but(session, account.id, keep)
+        entries = [audit.entry(principal, "account.password", f"account {username}")]
+        if keep is not None and ended:
+            entries.append(signin.own_entry(account, "account.session-ended", "password changed"))
+        audit.record(session, entries)
 
 
 def list_all(principal: Principal) -> list[Account]:
@@ -340,15 +351,18 @@ def reset_password(principal: Principal, username: str, password: str | None = N
     return None if password else new
 
 
-def change_own_password(principal: Principal, current: str, new: str) -> None:
+def change_own_password(
+    principal: Principal, current: str, new: str, keep: str | None = None
+) -> None:
     """The signed-in account changes its own password; its current one is required. Ends its
-    sessions (set_password)."""
+    other sessions and keeps `keep` (the stored id of the session it changes it from,
+    signin.session_row_id) signed in; without `keep`, every session (set_password)."""
     account = db.session.get(Account, principal.account_id) if principal.account_id else None
     if account is None or account.username != principal.username:
         raise Forbidden("Only a signed-in account may change its own password.")
     if not isinstance(current, str) or not check_password_hash(account.password_hash, current):
         raise Invalid("The current password is not correct.", {"current_password": "not correct"})
-    set_password(principal, principal.username, new)
+    set_password(principal, principal.username, new, keep=keep)
 
 
 # --- the audit log's actor suggestions ---------------------------------------------------------

@@ -266,17 +266,4 @@ def confirm(account: Account, claims: dict[str, Any], asked_at: int) -> None:
     auth_time = claims.get("auth_time")
     if isinstance(auth_time, int | float) and auth_time < asked_at - LEEWAY:
         raise Rejected("The identity provider did not ask you to sign in again; try again.")
-    signin.confirm_session(account)
-    me = Principal(username=account.username, via="ui", account_id=account.id)
-    with write_transaction() as session:
-        audit.record(
-            session,
-            [
-                audit.entry(
-                    me,
-                    "account.confirmed",
-                    f"account {account.username}",
-                    detail="confirmed with single sign-on",
-                )
-            ],
-        )
+    signin.confirm_session(account, "oidc")

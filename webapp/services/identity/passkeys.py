@@ -345,9 +345,7 @@ def confirm(account: Account) -> None:
     """Record that the holder of `account`'s session proved it again with a passkey (already
     checked by `authenticate`): sensitive actions are allowed for signin.CONFIRM_FOR, and the
     confirmation is audited as account.confirmed."""
-    signin.confirm_session(account)
-    with write_transaction() as session:
-        audit.record(session, [_entry(account, "account.confirmed", "with a passkey")])
+    signin.confirm_session(account, "a passkey")
 
 
 def _entry(account: Account, action: str, detail: str | None) -> dict:

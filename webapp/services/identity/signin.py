@@ -283,10 +283,24 @@ def confirmation_fresh(account: Account) -> bool:
     return confirmed is not None and utcnow() - confirmed <= CONFIRM_FOR
 
 
-def confirm_session(account: Account) -> None:
+def session_row_id(account: Account) -> str | None:
+    """The stored id (`account_sessions.id`) of the session `account` was loaded for by its
+    cookie or signed in with; None for an account not loaded by a session."""
+    return _digest(account.session_key) if account.session_key else None
+
+
+def own_entry(account: Account, action: str, detail: str | None = None) -> dict:
+    """An audit entry of something `account` did to itself in a browser (its sessions, its
+    factors): the actor is the account, the target `account <username>`."""
+    actor = Principal(username=account.username, via="ui", account_id=account.id)
+    return audit.entry(actor, action, f"account {account.username}", detail=detail)
+
+
+def confirm_session(account: Account, proof: str = "password") -> None:
     """Record that the holder of the session `account` was loaded for proved again who they are
-    (password and second factor, or a passkey, or the identity provider): sensitive actions
-    are allowed for CONFIRM_FOR from now."""
+    (`proof`, a key of PROOFS: the password and second factor, a passkey, or the identity
+    provider): sensitive actions are allowed for CONFIRM_FOR from now. Audited as
+    account.confirmed in the same transaction."""
     if not account.session_key:
         return
     now = utcnow()
@@ -296,19 +310,24 @@ def confirm_session(account: Account) -> None:
             .where(AccountSession.id == _digest(account.session_key))
             .values(confirmed_at=now)
         )
+        detail = f"confirmed with {PROOFS.get(proof, proof)}"
+        audit.record(session, [own_entry(account, "account.confirmed", detail)])
     account.session_confirmed_at = now
 
 
 def end_session(account: Account) -> None:
     """End the session `account` was loaded for (`session_key`), so its cookie, and every copy
-    of it, is refused from now on. Other sessions of the account stay open."""
+    of it, is refused from now on; audited as account.session-ended, "signed out". Other
+    sessions of the account stay open."""
     if not account.session_key:
         return
     with write_transaction() as session:
-        session.execute(
+        ended = session.execute(
             update(AccountSession)
             .where(
                 AccountSession.id == _digest(account.session_key), AccountSession.ended_at.is_(None)
             )
             .values(ended_at=utcnow())
         )
+        if getattr(ended, "rowcount", 0):
+            audit.record(session, [own_entry(account, "account.session-ended", "signed out")])
