@@ -46,6 +46,18 @@ def _sync_sqlite_at_checkpoints(dbapi_connection, _record) -> None:
         cursor.close()
 
 
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs the suite twice, on SQLite and then on PostgreSQL: what does not
+    depend on the database (the bench smoke run on its own SQLite files, the pages' axe
+    checks, the style sheets) runs in the first pass only, so CI does not pay for it twice."""
+    if not PG_URL:
+        return
+    skip = pytest.mark.skip(reason="database-independent: run in the SQLite pass of make test")
+    for item in items:
+        if item.get_closest_marker("database_independent"):
+            item.add_marker(skip)
+
+
 def pytest_report_header(config):
     return f"database: {BACKEND}" + (f" ({make_url(PG_URL).render_as_string()})" if PG_URL else "")
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # builds data sets and runs every scenario
+# Builds data sets and runs every scenario, on SQLite files of its own (BENCH_DATABASE_URL and
+# DATABASE_URL unset), so once per `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.database_independent]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.database_independent
+
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
 

@@ -20,7 +20,9 @@ from ..factories import ACME
 from ..pages import AS_OTHERS, SIGNED_OUT, add_page_records, page_paths
 from .conftest import wait_for_htmx
 
-pytestmark = pytest.mark.slow  # a real browser
+# A real browser; what axe-core judges is the pages' markup and style, the same on both
+# databases, so once per `make test`.
+pytestmark = [pytest.mark.slow, pytest.mark.database_independent]
 
 WIDTHS = {
     "1280px": {"width": 1280, "height": 800},
