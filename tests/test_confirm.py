@@ -120,6 +120,13 @@ SENSITIVE: list[tuple[str, str, str, dict[str, Any], str]] = [
         "/admin/accounts/cadmin/grants",
     ),
     (
+        "set another's password",
+        "POST",
+        "/admin/accounts/cadmin/password",
+        {"password": "another long password"},
+        "/admin/accounts/cadmin/password",
+    ),
+    (
         "reset another's second factors",
         "POST",
         "/admin/accounts/cadmin/reset-mfa",

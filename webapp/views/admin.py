@@ -290,6 +290,9 @@ def account_grants(username: str):
 
 @bp.route("/accounts/<username>/password", methods=["GET", "POST"])
 @login_required
+# Not in decisions §15's list, but setting another's password hands that account over as surely
+# as resetting its factors does (docs/security.md#confirmation).
+@confirmation_required
 def account_password(username: str):
     me = principal()
     account = accounts.get(me, username)
