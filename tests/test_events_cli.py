@@ -20,7 +20,8 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
 from webapp.extensions import db
-from webapp.models import AuditEntry, Event, EventTxn, Webhook, WebhookAttempt
+from webapp.models import Account, AuditEntry, Event, EventTxn, Webhook, WebhookAttempt
+from webapp.services import sealing
 from webapp.services.events import delivery, feed, webhooks
 
 from .factories import ACME, GLOBEX, Factory
@@ -194,18 +195,30 @@ def test_rotate_secret_of_an_unknown_webhook_is_one_line(companies, flask):
     assert audited("webhook.rotate-secret") == 0
 
 
-def test_rekey_names_the_webhooks_no_key_opens(companies, flask):
+def test_rekey_names_the_webhooks_and_accounts_no_key_opens(companies, factory, flask):
+    """`flask webhooks rekey` re-seals the authenticator-app secrets too (services/sealing.py):
+    an operator who drops an old key afterwards must not lock anyone out of their app."""
     readable, secret = webhooks.create(Principal.cli(), URL)
     lost, _ = webhooks.create(Principal.cli(), URL + "2")
     foreign = Fernet(Fernet.generate_key()).encrypt(b"whsec_x").decode()
+    factory.account("alice")
+    factory.account("bob")
     with write_transaction() as session:
         session.get(Webhook, lost.id).secret_sealed = foreign
+        for account in session.scalars(select(Account)):
+            kept = sealing.seal("JBSWY3DPEHPK3PXP") if account.username == "alice" else foreign
+            account.totp_secret = kept
     done = flask("webhooks", "rekey")
-    assert done.stdout.strip() == "Re-encrypted 1 webhook secret with the first key."
+    assert done.stdout.strip() == (
+        "Re-encrypted 1 webhook secret and 1 authenticator-app secret with the first key."
+    )
     assert_one_line_error(done, f"the secret of webhook {lost.id}: rotate it")
+    assert "the authenticator-app secret of bob: reset their second factors" in done.stderr
     db.session.rollback()
     assert db.session.get(Webhook, lost.id).secret_sealed == foreign
     assert webhooks.signing_secrets(db.session.get(Webhook, readable.id), utcnow()) == [secret]
+    totp = {a.username: a.totp_secret for a in db.session.scalars(select(Account))}
+    assert sealing.unseal(totp["alice"] or "") == "JBSWY3DPEHPK3PXP" and totp["bob"] == foreign
 
 
 def age(days: int, first_ids: list[int]) -> None:

@@ -116,19 +116,34 @@ def webhooks_resume(webhook_id: int) -> None:
 @webhooks_cli.command("rekey")
 @friendly
 def webhooks_rekey() -> None:
-    """Encrypt every webhook secret again with the first key (WEBHOOK_SECRET_KEYS)."""
+    """Encrypt every webhook secret and authenticator-app secret again with the first key
+    (WEBHOOK_SECRET_KEYS)."""
     from ..services.events import webhooks
+    from ..services.identity import factors
 
     done, unreadable = webhooks.rekey(operator())
-    click.echo(f"Re-encrypted {counted(done, 'webhook secret')} with the first key.")
+    apps, locked_out = factors.rekey(operator())
+    click.echo(
+        f"Re-encrypted {counted(done, 'webhook secret')} and "
+        f"{counted(apps, 'authenticator-app secret')} with the first key."
+    )
+    problems = []
     if unreadable:
         listed = ", ".join(str(i) for i in unreadable)
         which = "webhook" if len(unreadable) == 1 else "webhooks"
         them = "it" if len(unreadable) == 1 else "them"
-        raise click.ClickException(
+        problems.append(
             f"No configured key decrypts the secret of {which} {listed}: rotate {them} "
             "(flask webhooks rotate-secret ID)."
         )
+    if locked_out:
+        problems.append(
+            "No configured key decrypts the authenticator-app secret of "
+            f"{', '.join(locked_out)}: reset their second factors "
+            "(flask accounts reset-mfa USERNAME)."
+        )
+    if problems:
+        raise click.ClickException(" ".join(problems))
 
 
 @events_cli.command("deliver")

@@ -304,3 +304,27 @@ def _locked(session: Session, account: Account) -> Account:
     if locked is None:
         raise NotFound("There is no such account.")
     return locked
+
+
+def rekey(principal: Principal) -> tuple[int, list[str]]:
+    """Seal every authenticator-app secret again with the first configured key (after a key
+    was added to WEBHOOK_SECRET_KEYS, as `flask webhooks rekey` does for webhook secrets);
+    return how many were re-sealed and the usernames whose secret no key opens (left as they
+    are: reset their factors). System-Admin only; one transaction."""
+    principal.require_system_admin("re-seal authenticator-app secrets")
+    done, unreadable = 0, []
+    with write_transaction() as session:
+        rows = session.scalars(
+            select(Account)
+            .where(Account.totp_secret.is_not(None))
+            .order_by(Account.id)
+            .with_for_update()
+        )
+        for account in rows:
+            try:
+                account.totp_secret = sealing.reseal(account.totp_secret or "")
+            except sealing.Unreadable:
+                unreadable.append(account.username)
+                continue
+            done += 1
+    return done, unreadable
