@@ -157,25 +157,31 @@ def remove(passkey_id: int):
 # A passkey as the second step of a sign-in ---------------------------------------------------
 
 
-@bp.post("/login/passkey/options")
-def signin_options():
+def _pending() -> tuple[Account, str] | ResponseReturnValue:
+    """The account half-way signed in and where it goes; else the JSON refusal to answer (no
+    right password yet, or the account's sign-in limit used up)."""
     pending = signin_flow.pending()
     if pending is None:
         return _error(400, "Sign in with your password first.", next=url_for("auth.login"))
-    account, _ = pending
-    if sign_in_blocked(account.username):
+    if sign_in_blocked(pending[0].username):
         return _error(429, BLOCKED)
-    return _options(account, "signin")
+    return pending
+
+
+@bp.post("/login/passkey/options")
+def signin_options():
+    pending = _pending()
+    if not isinstance(pending, tuple) or not isinstance(pending[0], Account):
+        return pending
+    return _options(pending[0], "signin")
 
 
 @bp.post("/login/passkey")
 def signin():
-    pending = signin_flow.pending()
-    if pending is None:
-        return _error(400, "Sign in with your password first.", next=url_for("auth.login"))
+    pending = _pending()
+    if not isinstance(pending, tuple) or not isinstance(pending[0], Account):
+        return pending
     account, destination = pending
-    if sign_in_blocked(account.username):
-        return _error(429, BLOCKED)
     body = _body() or {}
     challenge = _answered(account, "signin")
     if passkeys.authenticate(account, _party(), challenge, body.get("credential")) is None:
