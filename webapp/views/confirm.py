@@ -34,7 +34,7 @@ from wtforms.validators import Length
 
 from ..models import Account
 from ..security import NO_STORE, record_sign_in_failure, sign_in_blocked
-from ..services.identity import factors, signin
+from ..services.identity import factors, oidc, signin
 from .auth import safe_next
 from .errors import error_page
 
@@ -62,7 +62,7 @@ def _me() -> Account:
 def _sso_url(destination: str) -> str | None:
     """Where an account signed in by single sign-on confirms: back at its identity provider
     (views/sso.py), when that is configured; None otherwise (the password form then)."""
-    if _me().session_via != "oidc" or "sso.start" not in current_app.view_functions:
+    if _me().session_via != "oidc" or not oidc.configured():
         return None
     return url_for("sso.start", confirm=1, next=destination)
 
