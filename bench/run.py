@@ -27,6 +27,7 @@ from .month_close import month_close_scenarios
 from .numbers import number_scenarios
 from .report import growth_scenarios, report_scenarios
 from .service import service_scenarios
+from .signin import signin_scenarios
 from .table import Result, render
 
 
@@ -54,6 +55,7 @@ GROUPS = {
     "import": "DDI import (on a copy of the data set)",
     "numbers": "number inventory: stock and allocate (on a copy of the data set)",
     "events": "change events (record, deliver, read)",
+    "signin": "sign-in (a page under MFA_REQUIRED, the second step; on a copy of the data set)",
     "service": "service hooks (request id, access line, metrics)",
     "http": "HTTP scenarios (gunicorn, 2 workers)",
     "pages": "pages against the budget (gunicorn, one client)",
@@ -110,6 +112,7 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
         # The stock's own size: as many numbers as the data set has DDIs (§14's bench).
         "numbers": lambda: number_scenarios(full, label, args.ddis, runs=3 if args.quick else 20),
         "events": lambda: event_scenarios(full, label, quick=args.quick),
+        "signin": lambda: signin_scenarios(full, label, quick=args.quick),
         "service": lambda: service_scenarios(full, label, quick=args.quick),
         "http": lambda: [] if args.skip_http else _http(full, args.quick),
         "pages": lambda: [] if args.skip_pages else _pages(full, args.quick),

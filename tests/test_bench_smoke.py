@@ -55,7 +55,7 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 24, run.stdout
+    assert len(table) == 26, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("numbers stock, 10,000 rows (flask numbers stock)" in line for line in table)
     assert any("allocate 100 numbers by prefix from 10,000 available" in line for line in table)
