@@ -51,6 +51,12 @@ BAD = [
     ("WEBHOOK_SECRET_KEYS", "not-a-fernet-key", "entry 1 is not a Fernet key"),
     ("WEBHOOK_SECRET_KEYS", f"{FERNET_KEY}, short", "entry 2 is not a Fernet key"),
     ("WEBHOOK_SECRET_KEYS", f"{FERNET_KEY},{FERNET_KEY}", "a key is listed twice"),
+    ("MFA_REQUIRED", "everyone", "not one of none, system-admin, admins, all"),
+    ("MFA_REQUIRED", "", "not one of"),
+    ("OIDC_ISSUER", "http://sso.example.com", "not an https:// URL"),
+    ("OIDC_ISSUER", "https://sso.example.com/?tenant=1", "not an issuer URL"),
+    ("OIDC_CLIENT_ID", "a\nb", "printable characters"),
+    ("OIDC_USERNAME_CLAIM", "x" * 101, "1 to 100 printable characters"),
 ]
 
 
@@ -127,10 +133,22 @@ def _flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_single_sign_on_needs_its_three_settings_together():
+    config = {"SECRET_KEY": KEY, "OIDC_ISSUER": "https://sso.example.com/realms/x"}
+    with pytest.raises(ConfigError) as raised:
+        create_app(config)
+    message = str(raised.value)
+    assert message == (
+        "OIDC_ISSUER is set but OIDC_CLIENT_ID and OIDC_CLIENT_SECRET are not: single sign-on "
+        "needs all three"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "value"),
     [
+        ("MFA_REQUIRED", "sometimes"),
         ("API_RATE_LIMIT", "lots"),
         ("REPORT_TIMEZONE", "Mars/Base"),
         ("DATABASE_URL", "::"),

@@ -398,8 +398,12 @@ def check_config(config: dict[str, Any]) -> None:
             raise ConfigError(f"{setting.env}: {exc}") from None
     oidc = [key for key in OIDC_PARTS if config.get(key)]
     if oidc and len(oidc) < len(OIDC_PARTS):
-        missing = ", ".join(key for key in OIDC_PARTS if key not in oidc)
-        raise ConfigError(f"{oidc[0]} is set but {missing} is not: single sign-on needs all three")
+        missing = [key for key in OIDC_PARTS if key not in oidc]
+        verb = "is" if len(missing) == 1 else "are"
+        raise ConfigError(
+            f"{oidc[0]} is set but {' and '.join(missing)} {verb} not: single sign-on needs "
+            "all three"
+        )
     # What HTTPS implies, from its checked value whichever source set it.
     https = bool(config.get("HTTPS"))
     for key in ("WTF_CSRF_SSL_STRICT", "SESSION_COOKIE_SECURE", "REMEMBER_COOKIE_SECURE"):
