@@ -31,6 +31,7 @@ from ...extensions import db
 from ...models import Account, Passkey, RecoveryCode
 from .. import sealing
 from ..history import audit
+from . import signin
 
 STEP = 30  # seconds (RFC 6238's default, what every authenticator app uses)
 DIGITS = 6
@@ -83,7 +84,7 @@ def check_code(account: Account, code: str) -> str | None:
         if accepted is not None:
             return accepted
     with write_transaction() as session:
-        audit.record(session, [_entry(account, "account.second-factor-failed", None)])
+        audit.record(session, [signin.own_entry(account, "account.second-factor-failed", None)])
     return None
 
 
@@ -129,14 +130,13 @@ def _accept_recovery(account: Account, typed: str) -> str | None:
         )
         audit.record(
             session,
-            [_entry(account, "account.recovery-code-used", f"{left} recovery codes left")],
+            [
+                signin.own_entry(
+                    account, "account.recovery-code-used", f"{left} recovery codes left"
+                )
+            ],
         )
     return "recovery"
-
-
-def _entry(account: Account, action: str, detail: str | None) -> dict:
-    actor = Principal(username=account.username, via="ui", account_id=account.id)
-    return audit.entry(actor, action, f"account {account.username}", detail=detail)
 
 
 # --- enrolment: authenticator app and recovery codes ------------------------------------------
@@ -185,7 +185,9 @@ def add_totp(account: Account, secret: str, code: str) -> list[str] | None:
         locked.totp_secret = sealing.seal(secret)
         locked.totp_added_at = utcnow()
         locked.totp_last_step = step
-        audit.record(session, [_entry(locked, "account.factor-added", "authenticator app")])
+        audit.record(
+            session, [signin.own_entry(locked, "account.factor-added", "authenticator app")]
+        )
         codes = _issue_codes(session, locked, only_if_none=True)
     return codes
 
@@ -201,7 +203,9 @@ def remove_totp(account: Account) -> bool:
         locked.totp_secret = None
         locked.totp_added_at = None
         locked.totp_last_step = None
-        audit.record(session, [_entry(locked, "account.factor-removed", "authenticator app")])
+        audit.record(
+            session, [signin.own_entry(locked, "account.factor-removed", "authenticator app")]
+        )
         _drop_codes_without_factor(session, locked)
     return True
 
@@ -287,7 +291,7 @@ def _issue_codes(session: Session, account: Account, *, only_if_none: bool) -> l
         for code in codes
     )
     detail = "recovery codes generated" if only_if_none else "recovery codes regenerated"
-    audit.record(session, [_entry(account, "account.factor-added", detail)])
+    audit.record(session, [signin.own_entry(account, "account.factor-added", detail)])
     return codes
 
 

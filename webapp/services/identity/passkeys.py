@@ -42,7 +42,6 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from ...access import Principal
 from ...database import utcnow, write_transaction
 from ...errors import Invalid, NotFound
 from ...extensions import db
@@ -233,7 +232,9 @@ def register(
             created_at=utcnow(),
         )
         session.add(row)
-        audit.record(session, [_entry(account, "account.factor-added", f"passkey '{name}'")])
+        audit.record(
+            session, [signin.own_entry(account, "account.factor-added", f"passkey '{name}'")]
+        )
     return Added(row, factors.first_factor_codes(account))
 
 
@@ -259,7 +260,9 @@ def remove(account: Account, passkey_id: int) -> str:
             raise NotFound("You have no such passkey.")
         name = row.name
         session.delete(row)
-        audit.record(session, [_entry(account, "account.factor-removed", f"passkey '{name}'")])
+        audit.record(
+            session, [signin.own_entry(account, "account.factor-removed", f"passkey '{name}'")]
+        )
     # Recovery codes stand in for a factor: with none left, they go too.
     factors.clear_codes_if_no_factor(account)
     return name
@@ -293,7 +296,9 @@ def authenticate(
     found = _verified(account, party, challenge, credential)
     if found is None:
         with write_transaction() as session:
-            audit.record(session, [_entry(account, "account.second-factor-failed", "passkey")])
+            audit.record(
+                session, [signin.own_entry(account, "account.second-factor-failed", "passkey")]
+            )
     return found
 
 
@@ -346,8 +351,3 @@ def confirm(account: Account) -> None:
     checked by `authenticate`): sensitive actions are allowed for signin.CONFIRM_FOR, and the
     confirmation is audited as account.confirmed."""
     signin.confirm_session(account, "a passkey")
-
-
-def _entry(account: Account, action: str, detail: str | None) -> dict:
-    actor = Principal(username=account.username, via="ui", account_id=account.id)
-    return audit.entry(actor, action, f"account {account.username}", detail=detail)
