@@ -79,6 +79,19 @@ SCOPES: dict[str, dict[str, list[str] | None]] = {
 }
 
 
+# role -> every company it may see: what /companies/suggest offers without `for` (§10)
+VISIBLE: dict[str, list[str]] = {
+    "root": EVERY,
+    "cadmin": [ACME],
+    "cadmin2": [ACME, INITECH],
+    "summary": EVERY,
+    "reporter": [ACME],
+    "reporter2": [ACME, INITECH],
+    "cadmin_reporter": sorted([ACME, GLOBEX]),
+    "nobody": [],
+}
+
+
 @pytest.fixture
 def world_companies() -> dict[str, str]:
     return NAMED
@@ -120,6 +133,10 @@ def soup(response) -> BeautifulSoup:
 def suggested(client, purpose: str, q: str = "") -> list[str]:
     response = client.get("/companies/suggest", query_string={"for": purpose, "q": q})
     assert response.status_code == 200, response.get_data(as_text=True)[:300]
+    return [b["data-value"] for b in soup(response).select("[role=option][data-value]")]
+
+
+def options_of(response) -> list[str]:
     return [b["data-value"] for b in soup(response).select("[role=option][data-value]")]
 
 
@@ -246,6 +263,23 @@ def test_suggest_endpoint_for_every_role_and_purpose(world, role):
         ], purpose
 
 
+@pytest.mark.parametrize("role", ROLE_NAMES)
+def test_suggest_without_a_purpose_offers_what_the_account_may_see(world, role):
+    """decisions.md §10: `/companies/suggest?q=TEXT` alone answers the companies the signed-in
+    account may see, for every role (none: an empty answer, not a refusal)."""
+    client = world.browser(role)
+    expected = VISIBLE[role]
+    for query in ({"q": ""}, {"for": "", "q": ""}, {"for": "  ", "q": ""}):
+        response = client.get("/companies/suggest", query_string=query)
+        assert response.status_code == 200, query
+        assert options_of(response) == expected[:20], query
+    response = client.get("/companies/suggest", query_string={"q": "ACME"})
+    assert options_of(response) == [
+        c for c in ["acme", "acme-north", "beta", "zeta-acme"] if c in expected
+    ]
+    assert ids(companies.suggest(principal_of(role), "", "")) == expected[:20]
+
+
 def test_suggest_endpoint_answers_a_fragment(world):
     client = world.browser("root")
     response = client.get("/companies/suggest", query_string={"for": "records", "q": "bulk"})
@@ -273,7 +307,7 @@ def test_suggest_endpoint_refuses_bad_requests(world, factory):
     response = factory.client.get("/companies/suggest?for=records&q=a")
     assert response.status_code == 302 and "/login" in response.headers["Location"]
     client = world.browser("root")
-    for query in ({"q": "a"}, {"for": "all", "q": "a"}):
+    for query in ({"for": "all", "q": "a"}, {"for": "everything", "q": ""}):
         response = client.get("/companies/suggest", query_string=query)
         assert response.status_code == 400
         assert "records, reports, audit, grants or webhooks" in response.get_data(as_text=True)

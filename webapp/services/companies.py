@@ -313,6 +313,8 @@ def get(principal: Principal, company_id: str) -> Company:
 
 # --- company pickers ---------------------------------------------------------------------------
 PICKER_PURPOSES = ("records", "reports", "audit", "grants", "webhooks")
+# No purpose named (decisions.md §10's plain `/companies/suggest?q=TEXT`): what the account may see.
+ANY_PURPOSE = ""
 SUGGESTIONS = 20  # at most this many suggestions as someone types
 CLOSEST = 5  # at most this many closest matches beside an unknown identifier
 MAX_TYPED = 200  # longer text matches nothing anyway (identifiers 64, names 200)
@@ -321,8 +323,11 @@ MAX_TYPED = 200  # longer text matches nothing anyway (identifiers 64, names 200
 def picker_scope(principal: Principal, purpose: str) -> CompanyScope:
     """The companies a picker for `purpose` may offer: a record form's or list's (records), the
     report choice's (reports), the audit filter's (audit), the grants' and a webhook's
-    companies (every company: both are a System-Admin's only).
+    companies (every company: both are a System-Admin's only); no purpose (ANY_PURPOSE): every
+    company the principal may see at all (Principal.visible_companies), never refused.
     Forbidden when the principal may not use that picker at all; Invalid for another purpose."""
+    if purpose == ANY_PURPOSE:
+        return principal.visible_companies()
     if purpose == "records":
         principal.require_admin()
         return principal.pickable_companies()
@@ -339,8 +344,9 @@ def picker_scope(principal: Principal, purpose: str) -> CompanyScope:
         principal.require_system_admin("manage webhooks")
         return None
     raise Invalid(
-        "Say which picker this is for: records, reports, audit, grants or webhooks.",
-        {"for": "must be one of " + ", ".join(PICKER_PURPOSES)},
+        "Say which picker this is for: records, reports, audit, grants or webhooks "
+        "(or nothing, for every company you may see).",
+        {"for": "must be empty or one of " + ", ".join(PICKER_PURPOSES)},
     )
 
 

@@ -35,12 +35,13 @@ REQUIRED = "required"
 @login_required
 def suggest():
     """An HTML fragment: at most 20 companies the picker `for` may offer whose identifier or
-    name contains `q` (identifier prefix matches first). 403 for a picker the account may not
-    use (as its page would), 400 for an unknown `for`."""
+    name contains `q` (identifier prefix matches first); without `for`, of every company the
+    account may see (decisions.md §10). 403 for a picker the account may not use (as its page
+    would), 400 for an unknown `for`."""
     me = principal()
     text = request.args.get("q", "")
     try:
-        found = companies.suggest(me, request.args.get("for", ""), text)
+        found = companies.suggest(me, request.args.get("for", "").strip(), text)
     except Invalid as exc:
         return render_template("pickers/_suggestions.html", error=exc.message, found=[]), 400
     return render_template("pickers/_suggestions.html", error=None, found=found, typed=text)
