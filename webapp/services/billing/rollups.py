@@ -55,7 +55,7 @@ from ...database import utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
 from ...wording import counted
 from ..history import audit, intervals
-from . import _rollup_sums, day_peak, periods
+from . import _rollup_sums, close_writes, day_peak, periods
 
 KINDS = ("ddi", "user")
 
@@ -156,6 +156,9 @@ def record_changes(
         )
     if new_day:
         session.execute(DailyPeak.__table__.insert(), new_day)
+    # Today's row, of no closed month unless the change was in flight as its month ended (the
+    # out-of-order ones are noted by _rebuild).
+    close_writes.note(session, kind, {c: day for c in companies if c not in late})
     _rollup_sums.extend(session, kind, grown, days)
     for company, since in late.items():
         _rebuild(session, kind, {company: since}, tz, days)
@@ -238,12 +241,14 @@ def _rebuild(
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
     replaced: dict[str, tuple[list[_rollup_sums.Row], int]] = {}  # partial: old rows, carried
     if starts is None:
+        close_writes.forget_all(session)
         session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
         query = (
             select(h.company, h.start_at, h.end_at).where(h.kind == kind, real).order_by(h.company)
         )
         groups = _by_company(session.execute(query), None)
     else:
+        close_writes.note(session, kind, starts)
         groups = _partial_groups(session, kind, starts, tz, real, replaced)
     local_days = day_peak.LocalDays(tz)
     out: list[tuple[str, date, int, int, datetime]] = []
