@@ -16,6 +16,10 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
+Every write of rows also notes, for the closed months whose figures depend on them, the companies
+written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
+so what changed since a close recomputes those companies only.
+
 `day_peak.sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
 (report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
 fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
