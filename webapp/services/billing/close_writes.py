@@ -41,14 +41,18 @@ def hold_writers(session: Session, wait_seconds: int) -> None:
         session.execute(text("SET LOCAL lock_timeout = 0"))
 
 
-def note(session: Session, kind: str, since: Mapping[str, date]) -> None:
+def note(
+    session: Session, kind: str, since: Mapping[str, date], rows_written: bool = False
+) -> None:
     """Record, for every month closed now (and kept by this record), the companies of `since`
     whose rollup rows are written from their day on, when that day is on or before the month's
     last day. Call in the transaction that writes those rows. One query of month_closes, and
-    nothing more when no such month is closed (a live change writes today's row: none is)."""
+    nothing more when no such month is closed (a live change writes today's row: none is).
+    `rows_written`: the transaction has already written daily_peaks, so it holds the lock a
+    close waits for (PostgreSQL takes it at the first write): no statement to take it."""
     if not since:
         return
-    if session.get_bind().dialect.name == "postgresql":
+    if not rows_written and session.get_bind().dialect.name == "postgresql":
         session.execute(text("LOCK TABLE daily_peaks IN ROW EXCLUSIVE MODE"))
     first = min(since.values())
     m = MonthClose

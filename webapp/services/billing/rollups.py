@@ -161,8 +161,10 @@ def record_changes(
     if new_day:
         session.execute(DailyPeak.__table__.insert(), new_day)
     # Today's row, of no closed month unless the change was in flight as its month ended (the
-    # out-of-order ones are noted by _rebuild).
-    close_writes.note(session, kind, {c: day for c in companies if c not in late})
+    # out-of-order ones are noted by _rebuild). Each of these companies' rows was just written.
+    close_writes.note(
+        session, kind, {c: day for c in companies if c not in late}, rows_written=True
+    )
     _rollup_sums.extend(session, kind, grown, days)
     for company, since in late.items():
         _rebuild(session, kind, {company: since}, tz, days)
