@@ -18,7 +18,7 @@ from webapp.models import (
     RollupDay,
     RollupMonth,
 )
-from webapp.services.billing import periods, rollups
+from webapp.services.billing import close_writes, closed_figures, month_close, periods, rollups
 from webapp.services.fields import words_of
 
 
@@ -61,6 +61,7 @@ def assert_history_consistent() -> None:
     }
     assert open_users == stored_users
     assert_rollup_exact()
+    assert_close_writes_cover()
 
 
 def assert_inventory_consistent() -> None:
@@ -124,3 +125,22 @@ def assert_rollup_exact() -> None:
     rebuilt = _rollup_rows()
     db.session.rollback()
     assert kept == rebuilt
+
+
+def assert_close_writes_cover() -> None:
+    """The record of writes since each close (services/billing/close_writes.py) names at least
+    every company whose rollup marks differ now from those the close stored: what a close
+    kept by the record answers as changed is then exactly the full comparison's answer."""
+    db.session.rollback()
+    for close in closed_figures.every_latest(db.session):
+        if not (close.closed and close.writes_kept):
+            continue
+        tz = periods.zone(close.timezone)
+        period = periods.resolve(close.month, close.year, tz, periods.today_in(tz))
+        for kind in rollups.KINDS:
+            if rollups.built_zone(db.session, kind) != close.timezone:
+                continue
+            differ = month_close._marks_differ(close, kind, period, None)
+            noted = close_writes.written(db.session, close.id, kind)
+            assert set(differ) <= noted, (close.label, kind, sorted(set(differ) - noted))
+    db.session.rollback()

@@ -24,10 +24,13 @@ from sqlalchemy import func, select, text
 from webapp.access import Principal
 from webapp.extensions import db
 from webapp.models import AuditEntry, ClosedFigures, MonthClose
+from webapp.services import changes
 from webapp.services.billing import month_close, reports
 from webapp.services.imports import history_import
+from webapp.services.records import crud, kinds
 
 from .factories import add_history
+from .invariants import assert_close_writes_cover
 from .test_month_close_exactness import expected_adjustments
 from .test_races import in_parallel, post_json
 from .waiting import wait_until
@@ -263,6 +266,57 @@ def test_an_import_during_a_close_waits_for_it_and_warns(app, live_server, root,
     assert closed == before, "the close's figures are its snapshot's: without the import"
     assert adjustments == differences(before, after)
     assert imported.closed_months == ["2025-10"], "the import waited for the close, and warns"
+
+
+def test_a_live_change_during_a_close_into_its_month_waits_and_is_noted(
+    app, live_server, root, monkeypatch
+):
+    """A live change stamped on the month's last day that reaches the rollup while the close
+    (paused once its snapshot is taken) computes: left out of the close's figures, it must be
+    in the record of writes since the close (close_writes), or the changes since the close,
+    read from that record, would miss it. The close holds SHARE on daily_peaks from before its
+    snapshot, so the change waits for it, then sees the month closed and notes its company.
+    (A change committed unseen would leave the record without it: this test fails then.)"""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite runs one write transaction at a time")
+    before = read_reports()
+    snapshot_taken, change_done = threading.Event(), threading.Event()
+    store = month_close._store
+
+    def paused_store(*args):
+        if not snapshot_taken.is_set():
+            snapshot_taken.set()
+            wait_until(
+                lambda: change_done.is_set() or waiting_on_a_lock(),
+                30,
+                "the change to commit or to wait for the close's lock",
+            )
+        return store(*args)
+
+    monkeypatch.setattr(month_close, "_store", paused_store)
+    # In flight as the month ended: stamped on its last day, committed after its close began.
+    monkeypatch.setattr(changes, "write_clock", lambda session: datetime(2025, 10, 31, 23))
+    with ThreadPoolExecutor(1) as pool:
+        closing = pool.submit(call, live_server, root.token, "closeMonth", BODY)
+        assert snapshot_taken.wait(timeout=30)
+        try:
+            crud.create(
+                Principal.cli(),
+                kinds.PHONE_USER,
+                {"username": "late", "virt_exten": "300", "company": "umbrella"},
+            )
+        finally:
+            change_done.set()
+        status, body = closing.result(timeout=60)
+    assert status == 200, body
+    closed = read_reports()
+    adjustments = read_adjustments()
+    assert_close_writes_cover()
+    assert call(live_server, root.token, "reopenMonth", {**BODY, "reason": "x"})[0] == 200
+    after = read_reports()
+    assert closed == before, "the close's figures are its snapshot's: without the change"
+    assert adjustments == differences(before, after)
+    assert "umbrella" in adjustments
 
 
 def test_concurrent_reopens_one_wins(live_server, root):

@@ -595,6 +595,26 @@ class MonthClose(Model):
     # Whether the close stored each company's rollup marks (rollups.month_marks): only when
     # both rollups were built in `timezone`.
     with_marks: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Whether close_writes holds every (kind, company) whose rollup rows this close's figures
+    # depend on were written since it (services/billing/close_writes.py): not for a close made
+    # before the record existed, nor after a full rollup rebuild. Without it, what changed
+    # since the close is found by comparing every company's rollup marks.
+    writes_kept: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class CloseWrite(Model):
+    """A (kind, company) whose rollup rows of a closed month (or of the days before it, which
+    carry their level into it) were written after the month's close: its figures may differ
+    from the closed ones (services/billing/close_writes.py). Written in the transaction of the
+    rollup write; a company written to whose figures came back equal still has its row."""
+
+    __tablename__ = "close_writes"
+
+    close_id: Mapped[int] = mapped_column(
+        ForeignKey("month_closes.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    company: Mapped[str] = mapped_column(COMPANY_ID, primary_key=True)
 
 
 class ClosedFigures(Model):

@@ -39,6 +39,8 @@ class Close:
     reopen_reason: str | None
     day_totals: dict[str, list[int]]  # kind: each day's sum over every company
     with_marks: bool  # the rollup marks of every company were stored (rollups.month_marks)
+    # close_writes names every company written to since the close (else: compare the marks)
+    writes_kept: bool = False
 
     @property
     def closed(self) -> bool:
@@ -96,6 +98,7 @@ def _close(row: MonthClose) -> Close:
         reopen_reason=row.reopen_reason,
         day_totals={"ddi": decode(row.ddi_days), "user": decode(row.user_days)},
         with_marks=row.with_marks,
+        writes_kept=row.writes_kept,
     )
 
 

@@ -30,7 +30,7 @@ from ...models import ClosedFigures, MonthClose
 from .. import fields
 from ..fields import STRICT, validated
 from ..history import audit, intervals
-from . import closed_figures, periods, reports, rollups
+from . import close_writes, closed_figures, periods, reports, rollups
 from .closed_figures import Close
 
 KINDS = ("ddi", "user")
@@ -151,6 +151,8 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
             # Before the first read, which takes the snapshot: a history import is wholly
             # before the close (in its figures) or wholly after it (and then warns).
             intervals.exclude_table_lockers(session, wait_seconds=LOCK_WAIT_SECONDS)
+            # And a rollup writer is in the figures or notes its write (close_writes).
+            close_writes.hold_writers(session, wait_seconds=LOCK_WAIT_SECONDS)
             previous = closed_figures.latest(session, period.year, period.month)
             if previous is not None and previous.closed:
                 raise Conflict(f"{label} is already closed (version {previous.version}).")
@@ -165,6 +167,8 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
                 user_days="",
                 with_marks=_rollups_ready(),
             )
+            # The record of writes since the close starts with it, when marks make it usable.
+            row.writes_kept = row.with_marks
             session.add(row)
             session.flush()  # claims the version: a concurrent close of the month fails here
             row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
@@ -345,12 +349,28 @@ def _candidates(
     """The companies (of those named; None: every one) whose figures may differ from the
     close's: those whose rollup marks differ from the stored ones, when the close stored them
     and the rollup is still kept in the close's zone (equal marks give equal figures:
-    rollups.month_marks). Otherwise `companies` itself: every one is recomputed."""
+    rollups.month_marks). Otherwise `companies` itself: every one is recomputed.
+
+    When the close's record of writes is kept (close_writes), the companies noted there: a
+    company whose marks differ had its rows written since the close, so they include every one
+    the comparison would find, and one written to whose figures came back equal is recomputed
+    and not listed (_differences compares the figures), as by the comparison."""
     zone = current_app.config["REPORT_TIMEZONE"]
     if not close.with_marks or close.timezone != zone:
         return companies
     if rollups.built_zone(db.session(), kind) != zone:
         return companies
+    if close.writes_kept:
+        noted = close_writes.written(db.session(), close.id, kind)
+        return sorted(noted if companies is None else noted & set(companies))
+    return _marks_differ(close, kind, period, companies)
+
+
+def _marks_differ(
+    close: Close, kind: str, period: periods.Period, companies: list[str] | None
+) -> list[str]:
+    """The companies (of those named; None: every one) whose rollup marks now differ from
+    those the close stored: one aggregate over the month's rollup rows."""
     now = rollups.month_marks(db.session(), kind, period)
     stored = closed_figures.marks(db.session(), close, kind)
     differ = {

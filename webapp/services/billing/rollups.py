@@ -16,6 +16,10 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
 
+Every write of rows also notes, for the closed months whose figures depend on them, the companies
+written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
+so what changed since a close recomputes those companies only.
+
 `day_peak.sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
 (report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
 fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
@@ -55,7 +59,7 @@ from ...database import utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
 from ...wording import counted
 from ..history import audit, intervals
-from . import _rollup_sums, day_peak, periods
+from . import _rollup_sums, close_writes, day_peak, periods
 
 KINDS = ("ddi", "user")
 
@@ -156,6 +160,11 @@ def record_changes(
         )
     if new_day:
         session.execute(DailyPeak.__table__.insert(), new_day)
+    # Today's row, of no closed month unless the change was in flight as its month ended (the
+    # out-of-order ones are noted by _rebuild). Each of these companies' rows was just written.
+    close_writes.note(
+        session, kind, {c: day for c in companies if c not in late}, rows_written=True
+    )
     _rollup_sums.extend(session, kind, grown, days)
     for company, since in late.items():
         _rebuild(session, kind, {company: since}, tz, days)
@@ -238,12 +247,14 @@ def _rebuild(
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
     replaced: dict[str, tuple[list[_rollup_sums.Row], int]] = {}  # partial: old rows, carried
     if starts is None:
+        close_writes.forget_all(session)
         session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
         query = (
             select(h.company, h.start_at, h.end_at).where(h.kind == kind, real).order_by(h.company)
         )
         groups = _by_company(session.execute(query), None)
     else:
+        close_writes.note(session, kind, starts)
         groups = _partial_groups(session, kind, starts, tz, real, replaced)
     local_days = day_peak.LocalDays(tz)
     out: list[tuple[str, date, int, int, datetime]] = []
