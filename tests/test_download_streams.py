@@ -10,12 +10,16 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
 from .observability import gunicorn, server_env
 
-pytestmark = pytest.mark.slow  # a real gunicorn
+pytestmark = [
+    pytest.mark.slow,  # a real gunicorn
+    pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc"),
+]
 
 APP = "tests.download_app:create()"
 
@@ -123,8 +127,9 @@ def test_a_download_cut_by_the_death_of_its_worker_is_an_error(env, tmp_path):
             sock.sendall(request.encode())
             got = sock.recv(65536)
             assert got.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")), got[:100]
-            workers = [int(p) for p in os.popen(f"pgrep -P {server.proc.pid}").read().split()]
-            for pid in workers:
+            pid = server.proc.pid
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            for pid in map(int, children):
                 os.kill(pid, signal.SIGKILL)
             ended = None
             try:

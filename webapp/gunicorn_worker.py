@@ -18,10 +18,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import ThreadWorker  # type: ignore[import-untyped]
 
 
-class StreamingThreadWorker(ThreadWorker):  # type: ignore[misc]
+class StreamingThreadWorker(ThreadWorker):
     """gunicorn's gthread worker whose request threads close their own finished connections."""
 
     def handle(self, conn: Any) -> Any:
