@@ -20,13 +20,15 @@ import io
 import socket
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from flask import Response, request, stream_with_context
 
 # What a spreadsheet reads as the start of a formula in a cell.
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
-FLUSH_ROWS = 500  # rows written between two chunks of the response
+TRIGGERS = frozenset(CSV_TRIGGERS)  # the same, as a set of first characters
+FLUSH_ROWS = 1000  # rows written between two chunks of the response
 
 
 def neutralise(cell: str) -> str:
@@ -46,10 +48,14 @@ def csv_download(filename: str, header: Sequence[str], rows: Iterable[Sequence[s
             out = io.StringIO()
             writer = csv.writer(out)
             writer.writerow(header)
-            for n, row in enumerate(rows, 1):
-                writer.writerow([neutralise(cell) for cell in row])
-                if n % FLUSH_ROWS == 0:
-                    yield _drain(out)
+            source = iter(rows)
+            while batch := list(islice(source, FLUSH_ROWS)):
+                # neutralise, inline: a call per cell was a fifth of a big download's time.
+                writer.writerows(
+                    [("'" + cell) if cell[:1] in TRIGGERS else cell for cell in row]
+                    for row in batch
+                )
+                yield _drain(out)
             yield _drain(out)
             finished = True
         finally:

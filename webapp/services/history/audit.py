@@ -289,7 +289,7 @@ def search(
     return audit_query.AuditPage(rows, found.total, found.more, found.has_newer, found.has_older)
 
 
-EXPORT_CHUNK = 1000
+EXPORT_CHUNK = 5000  # entries a query: fewer round trips, still a bounded few MB
 
 
 def export(
