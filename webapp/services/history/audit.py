@@ -289,7 +289,7 @@ def search(
     return audit_query.AuditPage(rows, found.total, found.more, found.has_newer, found.has_older)
 
 
-EXPORT_CHUNK = 5000  # entries a query: fewer round trips, still a bounded few MB
+EXPORT_CHUNK = 2000  # entries a query: fewer round trips, a few MB held at once
 
 
 def export(
