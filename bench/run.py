@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from .data import ROOT, ensure_data
+from .downloads import download_scenarios
 from .events import event_scenarios
 from .imports import import_scenarios
 from .month_close import month_close_scenarios
@@ -57,6 +58,7 @@ GROUPS = {
     "events": "change events (record, deliver, read)",
     "signin": "sign-in (a page under MFA_REQUIRED, the second step; on a copy of the data set)",
     "service": "service hooks (request id, access line, metrics)",
+    "downloads": "big downloads (gunicorn.conf.py, 2 workers)",
     "http": "HTTP scenarios (gunicorn, 2 workers)",
     "pages": "pages against the budget (gunicorn, one client)",
 }
@@ -114,6 +116,7 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
         "events": lambda: event_scenarios(full, label, quick=args.quick),
         "signin": lambda: signin_scenarios(full, label, quick=args.quick),
         "service": lambda: service_scenarios(full, label, quick=args.quick),
+        "downloads": lambda: download_scenarios(full, label, quick=args.quick),
         "http": lambda: [] if args.skip_http else _http(full, args.quick),
         "pages": lambda: [] if args.skip_pages else _pages(full, args.quick),
     }

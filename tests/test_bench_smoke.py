@@ -55,7 +55,7 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 26, run.stdout
+    assert len(table) == 30, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("numbers stock, 10,000 rows (flask numbers stock)" in line for line in table)
     assert any("allocate 100 numbers by prefix from 10,000 available" in line for line in table)
@@ -72,6 +72,8 @@ def test_bench_smoke(tmp_path):
     assert any("commit to delivery p95, worker running" in line for line in table)
     assert any("20 webhooks, one answering in 2 s: the other 19" in line for line in table)
     assert any("request id, access line, metrics" in line for line in table)
+    assert sum("/audit.csv whole" in line for line in table) == 2  # rows/s, peak memory
+    assert sum("/ddis.csv whole" in line for line in table) == 2
     assert "events of the history:" in run.stdout  # the data set got its event table
     assert "history intervals" in run.stderr  # the generator reported what it made
 

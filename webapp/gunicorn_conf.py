@@ -95,12 +95,15 @@ workers = _env_int("WEB_CONCURRENCY", _default_workers(), 1, 64)
 # accounts at their limit of 2 and still serve two requests, even were all six on one worker.
 # At most 8 database connections per worker follow (8 workers: 64, under PostgreSQL's 100).
 threads = _env_int("GUNICORN_THREADS", 8, 1, 64)
-# gthread for threads (gunicorn would switch to it anyway); 1 thread: sync workers, which
+# gthread for threads, with connections closed by the request threads rather than the main
+# loop (webapp/gunicorn_worker.py: a client holding its end open would otherwise stall the
+# heartbeat and get the worker killed, downloads and all); 1 thread: sync workers, which
 # accept only when free, rather than one thread with a queue in front of it.
-worker_class = "gthread" if threads > 1 else "sync"
+worker_class = "webapp.gunicorn_worker.StreamingThreadWorker" if threads > 1 else "sync"
 # A worker silent this long is killed and replaced (a sync worker is silent while it serves a
-# request, a gthread worker only when its main loop is stuck: give a long import on sync
-# workers more with --timeout, or run it with `flask ddis import`).
+# request, so it cuts any answer longer than this, a streamed download too; a threaded worker
+# only when its main loop is stuck: give a long import or download on sync workers more with
+# --timeout, or run an import with `flask ddis import`).
 timeout = 30
 # On SIGTERM (or HUP), workers finish the requests under way for up to this long, then exit.
 graceful_timeout = 30

@@ -9,6 +9,7 @@ With htmx the answer is only the rows partial.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, render_template, request, url_for
@@ -180,6 +181,14 @@ def _position() -> dict[str, Any]:
     return position
 
 
+def _instant(at: datetime) -> str:
+    """An entry's instant as the CSV writes it, 'yyyy-mm-dd hh:mm:ss' (strftime's
+    '%Y-%m-%d %H:%M:%S': isoformat is the same text for these, in a fifth of the time)."""
+    if at.tzinfo is None and at.year >= 1000:
+        return at.isoformat(" ", "seconds")
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
 CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
 
 
@@ -196,7 +205,7 @@ def csv_download():
 
     rows = (
         (
-            e.at.strftime("%Y-%m-%d %H:%M:%S"),
+            _instant(e.at),
             e.actor,
             e.via,
             e.action,

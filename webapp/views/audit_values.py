@@ -55,6 +55,8 @@ def label(field: str) -> str:
 
 def readable(value: Any) -> str:
     """A stored value as text: yes/no, comma-joined lists, '(none)' for nothing."""
+    if type(value) is str:  # most values: first, as the CSV reads millions of them
+        return value
     if value is None:
         return NONE
     if isinstance(value, bool):
@@ -84,5 +86,17 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -
 
 
 def changes_text(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
-    """All of an entry's changes as one line ('; ' between fields), for the CSV."""
-    return "; ".join(c.text() for c in changes(before, after))
+    """All of an entry's changes as one line ('; ' between fields), for the CSV: the text of
+    each of `changes` (FieldChange.text), built without them, as the CSV reads millions."""
+    if before is not None and after is not None:
+        old, new = before, after
+        fields = [*old, *(f for f in new if f not in old)]
+        return "; ".join(
+            f"{label(f)}: {readable(old.get(f))} {ARROW} {readable(new.get(f))}"
+            for f in fields
+            if old.get(f) != new.get(f)
+        )
+    side = after if after is not None else before
+    if not side:
+        return ""
+    return "; ".join(f"{label(f)}: {readable(v)}" for f, v in side.items())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -289,7 +289,7 @@ def search(
     return audit_query.AuditPage(rows, found.total, found.more, found.has_newer, found.has_older)
 
 
-EXPORT_CHUNK = 1000
+EXPORT_CHUNK = 2000  # entries a query: fewer round trips, a few MB held at once
 
 
 def export(
@@ -313,18 +313,33 @@ def export(
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError("chunk must be a positive integer")
     scope = principal.auditable_companies()
-    return (shown(row, scope) for row in _chunks(conditions, chunk))
+    return _shown_rows(_chunks(conditions, chunk), scope)
+
+
+# The columns `_shown_rows` unpacks, in its order.
+_EXPORTED = ("id", "at", "actor", "via", "action", "detail", "request_id")
+_REDACTED = ("company", "other_company", "before", "after", "target")
+
+
+def _shown_rows(rows: Iterable[Sequence[Any]], scope: CompanyScope) -> Iterator[Shown]:
+    """`shown` of each row, by position: a million rows' attribute look-ups by name were a
+    tenth of the audit CSV's time."""
+    for id_, at, actor, via, action, detail, request_id, *side in rows:
+        yield Shown(id_, at, actor, via, action, detail, request_id, redact(scope, *side))
 
 
 def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[Any]]:
     table = AuditEntry.__table__
-    query = select(*table.c).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
+    columns = [table.c[name] for name in (*_EXPORTED, *_REDACTED)]
+    query = select(*columns).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
     last: Row[Any] | None = None
     while True:
         where = list(conditions)
         if last is not None:
             where.append(audit_query.older_than((last.at, last.id)))
-        rows = db.session.execute(query.where(*where)).all()
+        # The session's connection, in its transaction: a Core statement needs none of the
+        # ORM's result handling, which cost as much as reading the rows.
+        rows = db.session.connection().execute(query.where(*where)).all()
         yield from rows
         if len(rows) < chunk:
             return
