@@ -28,7 +28,7 @@ from .database import (
     make_private,
     private_sqlite_files,
 )
-from .extensions import csrf, db, limiter, login_manager, migrate
+from .extensions import csrf, db, login_manager, migrate
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/, static/ and migrations/ live at the top of the repo, beside webapp/: a checkout
@@ -131,11 +131,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
-    from .rest.errors import keep_own_retry_after
+    from .rest import rate_limit
 
-    # Before the limiter's own after_request function, so that it runs after it.
-    app.after_request(keep_own_retry_after)
-    limiter.init_app(app)
+    rate_limit.init_app(app)  # the limiter, and the API's limit (docs/api.md#limits)
     with app.app_context():
         private_sqlite_files(db.engine)  # before anything opens the database
         configure_engine(db.engine)
