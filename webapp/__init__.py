@@ -29,6 +29,7 @@ from .database import (
     private_sqlite_files,
 )
 from .extensions import csrf, db, login_manager, migrate
+from .security import add_vary
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/, static/ and migrations/ live at the top of the repo, beside webapp/: a checkout
@@ -78,13 +79,26 @@ def instance_folder() -> Path:
 
 class CookieSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, except that a request without the cookie (every API
-    call with a Bearer token) gets its new empty session without first building the signing
-    serializer, which Flask does on every request; what it answers is the same."""
+    call with a Bearer token) gets its new empty session without first parsing its Cookie
+    header (when it has none) or building the signing serializer, which Flask does on every
+    request, and that an empty session nothing changed is saved without first reading the
+    seven cookie settings Flask reads for every response; what it answers is the same."""
 
     def open_session(self, app, request):
-        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+        if app.secret_key and (
+            "HTTP_COOKIE" not in request.environ
+            or not request.cookies.get(self.get_cookie_name(app))
+        ):
             return self.session_class()
         return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not session and not session.modified:
+            # Flask's own answer for it: nothing to set or delete, Vary if it was read.
+            if session.accessed:
+                add_vary(response, "Cookie")
+            return
+        super().save_session(app, session, response)
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
