@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
+from typing import Any
 
 from flask import Flask, Response, current_app, request
 from limits import RateLimitItem, parse_many
@@ -42,7 +43,11 @@ def limits_of(setting: str) -> tuple[RateLimitItem, ...]:
 def init_app(app: Flask) -> None:
     """Bind the limiter (its storage and strategy, which the sign-in limits use too) to `app`
     without the request hooks flask-limiter installs, and install this module's instead."""
-    hooks = (app.before_request_funcs, app.after_request_funcs, app.teardown_request_funcs)
+    hooks: list[dict[Any, list[Any]]] = [
+        app.before_request_funcs,
+        app.after_request_funcs,
+        app.teardown_request_funcs,
+    ]
     kept = [{name: list(funcs) for name, funcs in hook.items()} for hook in hooks]
     limiter.init_app(app)
     for hook, funcs in zip(hooks, kept, strict=True):
