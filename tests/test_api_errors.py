@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -1083,6 +1084,70 @@ def test_rate_limit_counts_every_request_of_a_token_whatever_the_operation(limit
         r = factory.api(first, "delete", {"type": "ddi", "scope": {"company": "acme"}})
     assert_error(r, 429, "rate_limited")
     assert_success(factory.api(second, "read", {"type": "ddi"}), numrows=1)
+
+
+def test_every_counted_answer_carries_its_window_and_the_refusal_says_when_to_retry(
+    limited_factory,
+):
+    """The X-RateLimit-* headers and Retry-After flask-limiter sent, now rest/rate_limit.py's:
+    on a success, on an error of the request, and on the 429."""
+    factory = limited_factory
+    factory.company("acme")
+    first = factory.account("first", system_admin=True)
+    read = {"type": "ddi", "scope": {"company": "acme"}}
+    started = int(time.time())
+    answers = [
+        factory.api(first, "read", read),
+        factory.api(first, "read", {"type": "nope"}),
+        factory.api(first, "read", read),
+        factory.api(first, "read", read),
+    ]
+    assert [r.status_code for r in answers] == [200, 400, 200, 429]
+    assert [r.headers["X-RateLimit-Remaining"] for r in answers] == ["2", "1", "0", "0"]
+    for r in answers:
+        assert r.headers["X-RateLimit-Limit"] == "3"
+        assert started < int(r.headers["X-RateLimit-Reset"]) <= started + 62
+        assert 0 <= int(r.headers["Retry-After"]) <= 61
+    assert_error(answers[-1], 429, "rate_limited")
+
+
+def test_each_limit_of_the_setting_counts_and_the_refusing_one_is_shown(migrated, test_config):
+    """API_RATE_LIMIT may hold several limits: every one counts each request, the first to
+    refuse answers 429 and is the one the headers describe."""
+    app = create_app({**test_config, "API_RATE_LIMIT": "5 per minute; 2 per hour"})
+    with app.app_context():
+        empty_all_tables()
+        try:
+            factory = Factory(app)
+            factory.company("acme")
+            first = factory.account("first", system_admin=True)
+            read = {"type": "ddi", "scope": {"company": "acme"}}
+            ok = [factory.api(first, "read", read) for _ in range(2)]
+            assert [r.headers["X-RateLimit-Limit"] for r in ok] == ["5", "5"]
+            assert [r.headers["X-RateLimit-Remaining"] for r in ok] == ["4", "3"]
+            refused = factory.api(first, "read", read)
+            assert_error(refused, 429, "rate_limited")
+            assert refused.headers["X-RateLimit-Limit"] == "2"
+            assert refused.headers["X-RateLimit-Remaining"] == "0"
+            assert 3540 <= int(refused.headers["Retry-After"]) <= 3601
+        finally:
+            db.session.remove()
+            empty_all_tables()
+            db.engine.dispose()
+
+
+def test_flask_limiter_runs_no_code_on_a_request(app):
+    """The limiter's storage and strategy serve the API limit and the sign-in limits; its own
+    request hooks, which would search every request for limits the app does not declare, are
+    not installed (rest/rate_limit.init_app)."""
+    hooks = [
+        *app.before_request_funcs.values(),
+        *app.after_request_funcs.values(),
+        *app.teardown_request_funcs.values(),
+    ]
+    modules = {getattr(getattr(f, "func", f), "__module__", "") for funcs in hooks for f in funcs}
+    assert not [m for m in modules if m.startswith("flask_limiter")], modules
+    assert "webapp.rest.rate_limit" in modules
 
 
 def test_rate_limited_requests_start_no_thread(limited_factory, monkeypatch):

@@ -28,7 +28,8 @@ from .database import (
     make_private,
     private_sqlite_files,
 )
-from .extensions import csrf, db, limiter, login_manager, migrate
+from .extensions import csrf, db, login_manager, migrate
+from .security import add_vary
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/, static/ and migrations/ live at the top of the repo, beside webapp/: a checkout
@@ -78,13 +79,26 @@ def instance_folder() -> Path:
 
 class CookieSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, except that a request without the cookie (every API
-    call with a Bearer token) gets its new empty session without first building the signing
-    serializer, which Flask does on every request; what it answers is the same."""
+    call with a Bearer token) gets its new empty session without first parsing its Cookie
+    header (when it has none) or building the signing serializer, which Flask does on every
+    request, and that an empty session nothing changed is saved without first reading the
+    seven cookie settings Flask reads for every response; what it answers is the same."""
 
     def open_session(self, app, request):
-        if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
+        if app.secret_key and (
+            "HTTP_COOKIE" not in request.environ
+            or not request.cookies.get(self.get_cookie_name(app))
+        ):
             return self.session_class()
         return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        if not session and not session.modified:
+            # Flask's own answer for it: nothing to set or delete, Vary if it was read.
+            if session.accessed:
+                add_vary(response, "Cookie")
+            return
+        super().save_session(app, session, response)
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -131,11 +145,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     login_manager.init_app(app)
     csrf.init_app(app)
-    from .rest.errors import keep_own_retry_after
+    from .rest import rate_limit
 
-    # Before the limiter's own after_request function, so that it runs after it.
-    app.after_request(keep_own_retry_after)
-    limiter.init_app(app)
+    rate_limit.init_app(app)  # the limiter, and the API's limit (docs/api.md#limits)
     with app.app_context():
         private_sqlite_files(db.engine)  # before anything opens the database
         configure_engine(db.engine)

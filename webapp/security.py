@@ -20,24 +20,47 @@ CSP = (
 NO_STORE: dict[str, str] = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
+# The headers every answer carries unless its view set its own, in the order they are added.
+FIXED_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Security-Policy", CSP),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "same-origin"),
+)
+FRAME_HEADER = ("X-Frame-Options", "DENY")
+HSTS = ("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+
+
 def add_headers(response: Response) -> Response:
+    """The security headers (FIXED_HEADERS, X-Frame-Options, HSTS under HTTPS), Vary on
+    HX-Request, and no-store on what may hold company data. Each header is looked for once in
+    the few the view set, instead of a search per header through werkzeug's Headers."""
     headers = response.headers
-    headers.setdefault("Content-Security-Policy", CSP)
-    headers.setdefault("X-Content-Type-Options", "nosniff")
-    headers.setdefault("Referrer-Policy", "same-origin")
+    present = {name.lower() for name, _value in headers.items()}
+    for name, value in FIXED_HEADERS:
+        if name.lower() not in present:
+            headers.add(name, value)
+    static = request.endpoint == "static"
     # One address answers a fragment to htmx and a whole page otherwise.
-    if request.endpoint != "static":
-        response.vary.add("HX-Request")
-    headers.setdefault("X-Frame-Options", "DENY")
+    if not static:
+        add_vary(response, "HX-Request")
+    if "x-frame-options" not in present:
+        headers.add(*FRAME_HEADER)
     # Pages of a signed-in account and every API answer may hold company data: no cache keeps
     # them (a shared computer's back button, a proxy). Static files stay cacheable.
-    if request.endpoint != "static" and (
-        request.path.startswith("/rest/") or current_user.is_authenticated
-    ):
+    if not static and (request.path.startswith("/rest/") or current_user.is_authenticated):
         headers["Cache-Control"] = NO_STORE["Cache-Control"]
-    if current_app.config.get("HTTPS"):
-        headers.setdefault("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+    if current_app.config.get("HTTPS") and "strict-transport-security" not in present:
+        headers.add(*HSTS)
     return response
+
+
+def add_vary(response: Response, value: str) -> None:
+    """Add `value` to the response's Vary header, as response.vary.add does, without parsing
+    the header into a set and writing it back when there is none yet."""
+    if "Vary" in response.headers:
+        response.vary.add(value)
+    else:
+        response.headers["Vary"] = value
 
 
 def register(app: Flask) -> None:

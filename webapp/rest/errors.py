@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Response, g, jsonify, request
+from flask import Response, jsonify, request
 from flask_limiter.errors import RateLimitExceeded
 from flask_wtf.csrf import CSRFError
 from limits.errors import StorageError
@@ -59,7 +59,7 @@ def is_api_request() -> bool:
 def _service_error(exc: ServiceError) -> Response:
     response = error_response(exc.status, exc.code, exc.message, exc.fields)
     if exc.retry_after is not None:  # a 429 of a service (too many reads of the events waiting)
-        response.headers["Retry-After"] = g.own_retry_after = str(exc.retry_after)
+        response.headers["Retry-After"] = str(exc.retry_after)
     return response
 
 
@@ -99,19 +99,7 @@ def _database_error(exc: SQLAlchemyError | StorageError) -> Response:
         return _unexpected(exc)
     log.error("%s (%s %s)", outage_reason(exc), request.method, request.path)
     response = error_response(503, ERROR_CODES[503], MESSAGES[503])
-    response.headers["Retry-After"] = g.own_retry_after = str(RETRY_AFTER_SECONDS)
-    return response
-
-
-def keep_own_retry_after(response: Response) -> Response:
-    """An after_request function the app registers before flask-limiter's: flask-limiter sets
-    Retry-After on every API answer to when the caller's rate-limit window resets (up to a
-    minute), which would tell clients to stay away that long from a database that is back in
-    seconds, or from a waiting-read slot that frees in a few. Flask runs after_request
-    functions last-registered first, so this one runs after flask-limiter's and puts back the
-    error's own value (an outage's 503, a service's 429)."""
-    if response.status_code in (429, 503) and (retry_after := g.get("own_retry_after")):
-        response.headers["Retry-After"] = retry_after
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
 
