@@ -383,16 +383,23 @@ def peak_lists(
     (None: every company). Two queries: each company's level carried into the period, and the
     period's rows; the days between rows are filled with the level the previous row left."""
     first, last = period.days[0].day, period.days[-1].day
-    index = {d.day: i for i, d in enumerate(period.days)}
-    in_period = select(DailyPeak.company, DailyPeak.day, DailyPeak.peak, DailyPeak.level).where(
-        DailyPeak.kind == kind, and_(DailyPeak.day >= first, DailyPeak.day <= last)
+    p = DailyPeak
+    # A period lies within one calendar month: a day's index is its day of the month - 1.
+    index = cast(extract("day", p.day), Integer) - 1
+    # In day order, the index's own (no sort): each company's rows come in order.
+    in_period = (
+        select(p.company, index, p.peak, p.level)
+        .where(p.kind == kind, p.day >= first, p.day <= last)
+        .order_by(p.day)
     )
     if companies is not None:
-        in_period = in_period.where(DailyPeak.company.in_(companies))
+        in_period = in_period.where(p.company.in_(companies))
     level = _carried(session, kind, first, companies)
     marks: dict[str, list[tuple[int, int, int]]] = {}
-    for company, day, peak, end_level in session.execute(in_period):
-        marks.setdefault(company, []).append((index[day], peak, end_level))
+    # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
+    # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
+    for company, i, peak, end_level in session.connection().execute(in_period).all():
+        marks.setdefault(company, []).append((i, peak, end_level))
     count = len(period.days)
     result: dict[str, list[int]] = {}
     for company in level.keys() | marks.keys():
@@ -400,7 +407,7 @@ def peak_lists(
         values: list[int] = []
         # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
         # 31 days is the whole report.
-        for i, peak, end_level in sorted(marks.get(company, ())):
+        for i, peak, end_level in marks.get(company, ()):
             values += [carry] * (i - len(values))
             values.append(peak)
             carry = end_level
