@@ -27,6 +27,7 @@ from .imports import import_scenarios
 from .month_close import month_close_scenarios
 from .numbers import number_scenarios
 from .report import growth_scenarios, report_scenarios
+from .rollup import rollup_scenarios
 from .service import service_scenarios
 from .signin import signin_scenarios
 from .table import Result, render
@@ -53,6 +54,7 @@ GROUPS = {
     "report": "report scenarios",
     "month-close": "month close (close, closed report, readAdjustments)",
     "growth": "growth",
+    "rollup": "rollup rebuild (flask history rollup; in a rolled-back transaction)",
     "import": "DDI import (on a copy of the data set)",
     "numbers": "number inventory: stock and allocate (on a copy of the data set)",
     "events": "change events (record, deliver, read)",
@@ -110,6 +112,8 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
         "report": lambda: report_scenarios(full, label, repeat),
         "month-close": lambda: month_close_scenarios(full, label, repeat),
         "growth": lambda: growth_scenarios(sorted(urls.items()), label, repeat),
+        # Minutes a run at full size for the row-by-row reference: once, not `repeat` times.
+        "rollup": lambda: rollup_scenarios(full, label),
         "import": lambda: import_scenarios(full, label, args.ddis),
         # The stock's own size: as many numbers as the data set has DDIs (§14's bench).
         "numbers": lambda: number_scenarios(full, label, args.ddis, runs=3 if args.quick else 20),

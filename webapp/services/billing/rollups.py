@@ -14,15 +14,18 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
   microsecond) rebuilds that company from the change's day instead, so the rows stay exact.
 - A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
-  REPORT_TIMEZONE changes; until then reports compute from the history (reports.py).
+  REPORT_TIMEZONE changes; until then reports compute from the history (reports.py). It is
+  set-based (_rollup_build: a few statements per kind), held row for row to the Python sweep
+  it replaced (bench/rollup_reference.py).
 
 Every write of rows also notes, for the closed months whose figures depend on them, the companies
 written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
 so what changed since a close recomputes those companies only.
 
-`day_peak.sweep` is the one definition of a day's peak: `rebuild` and the report's drill-down
-(report_days.py) run it; `record_changes` (the fast path) and the SQL of reports.peaks_query (the
-fallback while the rollup is unbuilt) are its equivalents, and tests/test_rollups.py holds every
+`day_peak.sweep` is the one definition of a day's peak: a partial `rebuild` and the report's
+drill-down (report_days.py) run it; `record_changes` (the fast path), the full rebuild's SQL
+(_rollup_build) and the SQL of reports.peaks_query (the fallback while the rollup is unbuilt)
+are its equivalents, and tests/test_rollups.py holds every
 path to the from-scratch computation on random histories.
 """
 
@@ -59,7 +62,7 @@ from ...database import utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
 from ...wording import counted
 from ..history import audit, intervals
-from . import _rollup_sums, close_writes, day_peak, periods
+from . import _rollup_build, _rollup_sums, close_writes, day_peak, periods
 
 KINDS = ("ddi", "user")
 
@@ -228,6 +231,19 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
     company's start date are kept (the history before it is unchanged by the caller's
     contract, e.g. an import writes only intervals that start on or after it).
     """
+    if starts is None:
+        # Every row may change: the record of writes into closed months cannot say which, so
+        # the closes fall back to the full comparison (close_writes.forget_all).
+        close_writes.forget_all(session)
+        # Set-based: a few statements over the whole history (_rollup_build).
+        written = _rollup_build.write(session, kind, tz)
+        state = session.get(RollupState, kind)
+        if state is None:
+            session.add(RollupState(kind=kind, timezone=tz.key, built_at=utcnow()))
+        else:
+            state.timezone, state.built_at = tz.key, utcnow()
+        session.flush()
+        return written
     days = _rollup_sums.DayDeltas()
     written = _rebuild(session, kind, starts, tz, days)
     _rollup_sums.add_days(session, kind, days)
@@ -237,25 +253,17 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
 def _rebuild(
     session: Session,
     kind: str,
-    starts: dict[str, date] | None,
+    starts: dict[str, date],
     tz: ZoneInfo,
     days: _rollup_sums.DayDeltas,
 ) -> int:
-    """rebuild, collecting a partial rebuild's day sums into `days` for the caller to apply
-    (once per rollup step, in day order)."""
+    """A partial rebuild, collecting its day sums into `days` for the caller to apply (once
+    per rollup step, in day order): a few companies from a day on, swept in Python."""
     h = HistoryInterval
     real = h.end_at.is_(None) | (h.end_at > h.start_at)  # zero-length intervals never count
-    replaced: dict[str, tuple[list[_rollup_sums.Row], int]] = {}  # partial: old rows, carried
-    if starts is None:
-        close_writes.forget_all(session)
-        session.execute(delete(DailyPeak).where(DailyPeak.kind == kind))
-        query = (
-            select(h.company, h.start_at, h.end_at).where(h.kind == kind, real).order_by(h.company)
-        )
-        groups = _by_company(session.execute(query), None)
-    else:
-        close_writes.note(session, kind, starts)
-        groups = _partial_groups(session, kind, starts, tz, real, replaced)
+    replaced: dict[str, tuple[list[_rollup_sums.Row], int]] = {}  # old rows, carried level
+    close_writes.note(session, kind, starts)
+    groups = _partial_groups(session, kind, starts, tz, real, replaced)
     local_days = day_peak.LocalDays(tz)
     out: list[tuple[str, date, int, int, datetime]] = []
     for company, events in groups:
@@ -273,22 +281,13 @@ def _rebuild(
                 for c, d, p, lv, at in out[i : i + 5000]
             ],
         )
-    if starts is None:
-        _rollup_sums.derive(session, kind, ((c, d, p, lv) for c, d, p, lv, _ in out))
-        state = session.get(RollupState, kind)
-        if state is None:
-            session.add(RollupState(kind=kind, timezone=tz.key, built_at=utcnow()))
-        else:
-            state.timezone, state.built_at = tz.key, utcnow()
-        session.flush()
-    else:
-        new: dict[str, list[_rollup_sums.Row]] = {company: [] for company in replaced}
-        for c, d, p, lv, _ in out:
-            new[c].append((d, p, lv))
-        for company, (old, carried) in replaced.items():
-            _rollup_sums.replace(
-                session, kind, company, starts[company], old, new[company], carried, days
-            )
+    new: dict[str, list[_rollup_sums.Row]] = {company: [] for company in replaced}
+    for c, d, p, lv, _ in out:
+        new[c].append((d, p, lv))
+    for company, (old, carried) in replaced.items():
+        _rollup_sums.replace(
+            session, kind, company, starts[company], old, new[company], carried, days
+        )
     return len(out)
 
 
@@ -340,7 +339,7 @@ def _partial_groups(
         yield from _by_company(session.execute(query).all(), origin)
 
 
-def _by_company(result, origin: datetime | None):
+def _by_company(result, origin: datetime):
     """Group (company, start, end) rows, in company order, into per-company event lists."""
     company: str | None = None
     events: list[tuple[datetime, int, bool]] = []
@@ -349,7 +348,7 @@ def _by_company(result, origin: datetime | None):
             if company is not None:
                 yield company, events
             company, events = c, []
-        if origin is not None and start < origin:
+        if start < origin:
             events.append((origin, 1, False))
         else:
             events.append((start, 1, True))
@@ -397,16 +396,23 @@ def peak_lists(
     (None: every company). Two queries: each company's level carried into the period, and the
     period's rows; the days between rows are filled with the level the previous row left."""
     first, last = period.days[0].day, period.days[-1].day
-    index = {d.day: i for i, d in enumerate(period.days)}
-    in_period = select(DailyPeak.company, DailyPeak.day, DailyPeak.peak, DailyPeak.level).where(
-        DailyPeak.kind == kind, and_(DailyPeak.day >= first, DailyPeak.day <= last)
+    p = DailyPeak
+    # A period lies within one calendar month: a day's index is its day of the month - 1.
+    index = cast(extract("day", p.day), Integer) - 1
+    # In day order, the index's own (no sort): each company's rows come in order.
+    in_period = (
+        select(p.company, index, p.peak, p.level)
+        .where(p.kind == kind, p.day >= first, p.day <= last)
+        .order_by(p.day)
     )
     if companies is not None:
-        in_period = in_period.where(DailyPeak.company.in_(companies))
+        in_period = in_period.where(p.company.in_(companies))
     level = _carried(session, kind, first, companies)
     marks: dict[str, list[tuple[int, int, int]]] = {}
-    for company, day, peak, end_level in session.execute(in_period):
-        marks.setdefault(company, []).append((index[day], peak, end_level))
+    # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
+    # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
+    for company, i, peak, end_level in session.connection().execute(in_period).all():
+        marks.setdefault(company, []).append((i, peak, end_level))
     count = len(period.days)
     result: dict[str, list[int]] = {}
     for company in level.keys() | marks.keys():
@@ -414,7 +420,7 @@ def peak_lists(
         values: list[int] = []
         # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
         # 31 days is the whole report.
-        for i, peak, end_level in sorted(marks.get(company, ())):
+        for i, peak, end_level in marks.get(company, ()):
             values += [carry] * (i - len(values))
             values.append(peak)
             carry = end_level
