@@ -44,7 +44,7 @@ from ...extensions import db
 from ...models import Company, HistoryInterval
 from ...observability.metrics import REPORT_SECONDS, timed, timed_report
 from ..fields import MAX_COMPANIES, STRICT, Bounded, CompanyList, validated
-from . import _rollup_sums, closed_figures, periods, rollups
+from . import _rollup_sums, closed_figures, periods, ranks, rollups
 
 ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
@@ -210,6 +210,10 @@ def ranking(
     period, close = _period(request, today)
     everyone = principal.reportable_companies() is None and request.companies is None
     labels = [d.day.isoformat() for d in period.days]
+    if everyone and not contains and (close is not None or _rollup_ready(kind)):
+        fast = _ranked_page(kind, period, close, offset, limit)
+        if fast is not None:
+            return _ranking_of(kind, period, close, labels, *fast)
     if everyone and not contains:
         # Every company, unfiltered: the figures name every company, so only the page's
         # companies need their names (10,000 at a provider).
@@ -242,6 +246,51 @@ def ranking(
         close=close,
         chosen=chosen,
         matched=len(ranked),
+        offset=offset,
+        totals=_entry(kind, "All companies", labels, day_totals),
+        rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},
+    )
+
+
+def _ranked_page(
+    kind: str,
+    period: periods.Period,
+    close: closed_figures.Close | None,
+    offset: int,
+    limit: int,
+) -> tuple[int, int, ranks.Page, list[int]] | None:
+    """(company count, the offset used, the page ranked in the database, the day sums) for
+    every company, unfiltered: no per-company row leaves the database but the page's
+    (ranks.py). None when the kept sums cannot answer (ranks.open_page)."""
+    session = db.session()
+    count = ranks.company_count(session)
+    if offset >= count:
+        offset = max(0, (count - 1) // limit * limit)
+    if close is not None:
+        return count, offset, *ranks.closed_page(session, close, kind, offset, limit)
+    found = ranks.open_page(session, kind, period, offset, limit)
+    return None if found is None else (count, offset, *found)
+
+
+def _ranking_of(
+    kind: str,
+    period: periods.Period,
+    close: closed_figures.Close | None,
+    labels: list[str],
+    count: int,
+    offset: int,
+    page: ranks.Page,
+    day_totals: list[int],
+) -> Ranking:
+    shown = [c for c, _ in page]
+    names = _names(shown)
+    lists = _peak_lists(kind, period, shown, close) if shown else {}
+    zeros = [0] * len(labels)
+    return Ranking(
+        period=period,
+        close=close,
+        chosen=count,
+        matched=count,
         offset=offset,
         totals=_entry(kind, "All companies", labels, day_totals),
         rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},
