@@ -78,13 +78,17 @@ def closed_page(
     f = ClosedFigures
     stored = (f.close_id == close.id, f.kind == kind, f.total > 0)
     connection = session.connection()
-    ranked = (
-        select(f.company, f.total)
-        .where(*stored)
-        .order_by(f.total.desc(), f.company)
-        .offset(offset)
-        .limit(limit)
-    )
+    # The page's lowest total first, in the index's own order (a backward scan that stops
+    # there), then the rows down to it: the page and the ties at its end, whatever the
+    # planner's statistics (a close's rows are new when its page is first read, and without
+    # them PostgreSQL sorted every row of the close instead of the few it needs).
+    lowest = connection.execute(
+        select(f.total).where(*stored).order_by(f.total.desc()).offset(offset + limit - 1).limit(1)
+    ).scalar()
+    ranked = select(f.company, f.total).where(*stored)
+    if lowest is not None:
+        ranked = ranked.where(f.total >= lowest)
+    ranked = ranked.order_by(f.total.desc(), f.company).offset(offset).limit(limit)
     page = [(c, int(t)) for c, t in connection.execute(ranked)]
     if len(page) < limit:
         counted = connection.execute(select(func.count()).where(*stored)).scalar_one()
