@@ -399,9 +399,7 @@ def peak_lists(
         in_period = in_period.where(DailyPeak.company.in_(companies))
     level = carried if carried is not None else carried_levels(session, kind, first, companies)
     marks: dict[str, list[tuple[int, int, int]]] = {}
-    # Fetched at once on the connection: row by row through the ORM session was a third of a
-    # month close at 100,000 companies.
-    for company, day, peak, end_level in session.connection().execute(in_period).all():
+    for company, day, peak, end_level in session.execute(in_period):
         marks.setdefault(company, []).append((index[day], peak, end_level))
     count = len(period.days)
     result: dict[str, list[int]] = {}
@@ -488,8 +486,7 @@ def carried_levels(
     query = select(Company.id, carried)
     if companies is not None:
         query = query.where(Company.id.in_(companies))
-    rows = session.connection().execute(query).all()  # at once: 100,000 at the largest size
-    return {company: value or 0 for company, value in rows}
+    return {company: value or 0 for company, value in session.connection().execute(query)}
 
 
 def month_marks(
@@ -518,7 +515,7 @@ def month_marks(
         .where(p.kind == kind, p.day >= first, p.day <= last)
         .group_by(p.company)
     )
-    marks: dict[str, str] = dict(session.connection().execute(query).tuples().all())
+    marks: dict[str, str] = {c: m for c, m in session.connection().execute(query)}
     if carried is None:
         carried = carried_levels(session, kind, first, None)
     return {
