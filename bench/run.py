@@ -2,12 +2,18 @@
 one table of app figure, reference figure and ratio.
 
 python -m bench.run [--ddis 1000000] [--companies 10000] [--quick] [--skip-http] [--skip-pages]
-                   [--only report,http,...]
+                   [--only report,http,...] [--scale [--scale-ddis 2000000]
+                   [--scale-companies 100000]]
 
 Data sets are generated on first use and kept: bench.db (the full size) and, for the growth
 scenario, bench-1x.db and bench-2x.db with a quarter and half of the DDIs in as many companies
 (the full set is 4x). On PostgreSQL, BENCH_DATABASE_URL names the full-size database and
 <name>_1x, <name>_2x the others, created on the same server when missing.
+
+--scale adds the 100,000-company rows (bench/scale.py, and the month close on that set): a data
+set of --scale-ddis DDIs in --scale-companies companies, bench-100k.db (<name>_100k on
+PostgreSQL), generated on first use and kept like the others; its rows' database column says
+"100k". Not part of the default run: generating 2,000,000 DDIs takes most of an hour.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from .month_close import month_close_scenarios
 from .numbers import number_scenarios
 from .report import growth_scenarios, report_scenarios
 from .rollup import rollup_scenarios
+from .scale import scale_scenarios, set_label
 from .service import service_scenarios
 from .signin import signin_scenarios
 from .table import Result, render
@@ -49,6 +56,14 @@ def _urls(base: str, folder: Path) -> dict[int, str]:
     }
 
 
+def _scale_url(base: str, folder: Path) -> str:
+    """The 100,000-company data set (--scale) for one database kind."""
+    if base == "sqlite":
+        return f"sqlite:///{folder / 'bench-100k.db'}"
+    parsed = make_url(base)
+    return parsed.set(database=f"{parsed.database}_100k").render_as_string(hide_password=False)
+
+
 # The groups of rows, in the table's order (--only picks some).
 GROUPS = {
     "report": "report scenarios",
@@ -64,6 +79,7 @@ GROUPS = {
     "http": "HTTP scenarios (gunicorn, 2 workers)",
     "pages": "pages against the budget (gunicorn, one client)",
 }
+SCALE = "100,000 companies: pages of every company, month close (--scale)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-http", action="store_true", help="no gunicorn/wrk scenarios")
     parser.add_argument("--skip-pages", action="store_true", help="no page-budget scenario")
     parser.add_argument("--dir", type=Path, default=ROOT, help="where the SQLite files live")
+    parser.add_argument("--scale", action="store_true", help="and the 100,000-company rows")
+    parser.add_argument("--scale-ddis", type=int, default=2_000_000)
+    parser.add_argument("--scale-companies", type=int, default=100_000)
     parser.add_argument(
         "--only",
         type=lambda text: set(text.split(",")),
@@ -99,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             if factor == 4 or "growth" in args.only:
                 ensure_data(url, args.ddis * factor // 4, args.companies)
         results += _run(label, urls, args, repeat)
+        if args.scale:
+            scale_url = _scale_url(base, args.dir)
+            ensure_data(scale_url, args.scale_ddis, args.scale_companies)
+            print(f"{label}: {SCALE}", flush=True)
+            scaled = set_label(label, args.scale_companies)
+            results += scale_scenarios(scale_url, urls[4], scaled, quick=args.quick)
+            results += month_close_scenarios(scale_url, scaled, repeat)
     print()
     print(render(results))
     print(f"\nmake bench took {time.perf_counter() - started:.0f} s (data generation included)")

@@ -88,3 +88,31 @@ def test_bench_smoke(tmp_path):
     )
     assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
     assert "identical numbers: True" in plan.stdout
+
+
+def test_bench_scale_smoke(tmp_path):
+    """`--scale` (the 100,000-company rows) runs: a small scaled set beside a small full one,
+    its page rows against the full set's and its month close, labelled by data set."""
+    env = {
+        **os.environ,
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "bench-secret-key-not-secret",
+    }
+    env.pop("BENCH_DATABASE_URL", None)
+    env.pop("DATABASE_URL", None)
+    sizes = ["--ddis", "4000", "--companies", "60", "--scale-ddis", "4000"]
+    flags = ["--quick", "--scale", "--only", "report", "--dir", str(tmp_path)]
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.run", *flags, *sizes, "--scale-companies", "600"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    scaled = [line for line in run.stdout.splitlines() if line.startswith("| sqlite 600 ")]
+    assert any("600 companies, one page of them: /reports/ddis " in x for x in scaled)
+    assert any("/admin/companies?sort=ddis&dir=desc" in line for line in scaled)
+    assert any("/companies/suggest?for=records&q=c0" in line for line in scaled)
+    assert any("month close, 600 companies" in line for line in scaled)

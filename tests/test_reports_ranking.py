@@ -16,11 +16,21 @@ import pytest
 from flask import current_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import delete
 
 from webapp.access import Principal
+from webapp.database import write_transaction
 from webapp.errors import Invalid
 from webapp.extensions import db
-from webapp.services.billing import _rollup_sums, periods, report_days, reports, rollups
+from webapp.models import ClosedFigures, MonthClose
+from webapp.services.billing import (
+    _rollup_sums,
+    month_close,
+    periods,
+    report_days,
+    reports,
+    rollups,
+)
 
 from .factories import add_history
 from .test_report_exactness import histories, store
@@ -41,8 +51,8 @@ def spread(intervals, seed: int):
     return [(COMPANIES[(COMPANIES.index(c) * 2 + seed) % 5], s, e) for c, s, e in intervals]
 
 
-def check_ranking(kind: str, year: int, month: int) -> None:
-    request = reports.parse_scope({"month": month, "year": year})
+def check_pages(kind: str, request: reports.ReportRequest) -> list[int]:
+    """The ranking of every company, whole and in pages, against report(); the day sums."""
     expected = reports.report(ROOT, kind, request, today=TODAY)
     per_day_key, month_key = reports.ANSWER_KEYS[kind]
     ranked = sorted(expected, key=lambda c: (-expected[c][month_key], c))
@@ -55,11 +65,38 @@ def check_ranking(kind: str, year: int, month: int) -> None:
     assert list(whole.totals["dates"].values()) == day_sums
     assert whole.totals[month_key] == sum(e[month_key] for e in expected.values())
     assert whole.totals[per_day_key] == reports._per_day(sum(day_sums), len(labels))
-    # Pages of two: the same order, cut.
-    for offset in (0, 2, 4):
-        page = reports.ranking(ROOT, kind, request, offset=offset, limit=2, today=TODAY)
-        assert list(page.rows) == ranked[offset : offset + 2]
-        assert page.totals == whole.totals
+    # Pages of two and of three: the same order, cut; past the end, the last page.
+    for size in (2, 3):
+        for offset in range(0, len(COMPANIES), size):
+            page = reports.ranking(ROOT, kind, request, offset=offset, limit=size, today=TODAY)
+            assert list(page.rows) == ranked[offset : offset + size]
+            assert page.offset == offset
+            assert page.totals == whole.totals
+    late = reports.ranking(ROOT, kind, request, offset=40, limit=2, today=TODAY)
+    assert (late.offset, list(late.rows)) == (4, ranked[4:])
+    return day_sums
+
+
+def check_closed(kind: str, year: int, month: int) -> None:
+    """Closed, the month's ranking (read from the stored totals, ranks.closed_page) is the
+    report's of the closed month, and equal to the open month's."""
+    request = reports.parse_scope({"month": month, "year": year})
+    before = reports.ranking(ROOT, kind, request, limit=len(COMPANIES), today=TODAY)
+    month_close.close_month(ROOT, month_close.parse_scope({"month": month, "year": year}))
+    check_pages(kind, request)
+    after = reports.ranking(ROOT, kind, request, limit=len(COMPANIES), today=TODAY)
+    assert after.close is not None
+    assert (after.rows, after.totals) == (before.rows, before.totals)
+    with write_transaction() as session:  # the next example starts open
+        session.execute(delete(ClosedFigures))
+        session.execute(delete(MonthClose))
+
+
+def check_ranking(kind: str, year: int, month: int) -> None:
+    request = reports.parse_scope({"month": month, "year": year})
+    day_sums = check_pages(kind, request)
+    expected = reports.report(ROOT, kind, request, today=TODAY)
+    month_key = reports.ANSWER_KEYS[kind][1]
     # A subset of companies: the totals are over the subset.
     subset = reports.parse_scope({"month": month, "year": year, "company": ["beta", "delta"]})
     part = reports.ranking(ROOT, kind, subset, today=TODAY)
@@ -102,6 +139,8 @@ def test_ranking_and_totals_equal_the_report(app, companies, built, year, month,
     intervals = spread(data.draw(histories(year, month, zone)), data.draw(st.integers(0, 4)))
     store(kind, intervals, built)
     check_ranking(kind, year, month)
+    if (year, month) != (TODAY.year, TODAY.month):
+        check_closed(kind, year, month)
 
 
 @pytest.mark.parametrize("built", [True, False], ids=["rollup", "history"])
@@ -126,6 +165,7 @@ def test_ranking_of_a_fixed_history(app, companies, built):
     got = reports.ranking(ROOT, "ddi", request, today=TODAY)
     assert list(got.rows) == ["alpha", "beta", "delta", "gamma", "epsilon"]
     assert [e["billableDDIDaysForMonth"] for e in got.rows.values()] == [31, 11, 11, 11, 0]
+    check_closed("ddi", 2026, 10)  # epsilon, without a stored row, ranks by its zero
 
 
 def test_ranking_filter_offset_and_scope(app, companies):

@@ -624,6 +624,11 @@ class ClosedFigures(Model):
     Never changed once written."""
 
     __tablename__ = "closed_figures"
+    __table_args__ = (
+        # The report page's ranking of a closed month: the page's rows in total order
+        # (services/billing/ranks.py), not every company's.
+        Index("ix_closed_figures_rank", "close_id", "kind", "total", "company"),
+    )
 
     close_id: Mapped[int] = mapped_column(
         ForeignKey("month_closes.id", ondelete="CASCADE"), primary_key=True

@@ -15,7 +15,7 @@ from ..access import CompanyScope, Principal, within
 from ..database import on_postgresql, upper_bound, write_transaction
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..extensions import db
-from ..models import Company, DailyPeak, Ddi, PhoneUser
+from ..models import Company, Ddi, PhoneUser, RollupMonth
 from . import paging
 from .billing import rollups
 from .fields import check_format
@@ -115,10 +115,10 @@ class CompanyRow:
 
 # The orders of the companies list (System-Admin): each ends with the identifier, so it is
 # total. By DDI or phone-user count, each company's count is its rollup level (`count_now`):
-# one seek of the daily_peaks primary key (kind, company, day) per company, 10,000 at the bench
-# size, never a pass over the million DDIs. While a kind's rollup is not built its counts would
-# be such a pass, so that sort is refused then (`count_sortable`); the counts of the page's
-# 50 companies are still shown.
+# one seek of ix_rollup_months_company (kind, company, month, level) per company, 10,000 at
+# the bench size, never a pass over the million DDIs. While a kind's rollup is not built its
+# counts would be such a pass, so that sort is refused then (`count_sortable`); the counts of
+# the page's 50 companies are still shown.
 SORTS = ("id", "name", "ddis", "users")
 COUNT_SORTS = {"ddis": "ddi", "users": "user"}
 
@@ -146,10 +146,13 @@ def count_now(
     if built is None:
         built = rollups.built_zone(db.session(), kind) is not None
     if built:
+        # The latest month row's level is the latest daily row's (_rollup_sums), read from
+        # ix_rollup_months_company alone: a row per company and month, not per active day, so
+        # the seek is about half the cost that ranks 100,000 companies by their count.
         level = (
-            select(DailyPeak.level)
-            .where(DailyPeak.kind == kind, DailyPeak.company == company)
-            .order_by(DailyPeak.day.desc())
+            select(RollupMonth.level)
+            .where(RollupMonth.kind == kind, RollupMonth.company == company)
+            .order_by(RollupMonth.month.desc())
             .limit(1)
             .scalar_subquery()
         )

@@ -280,6 +280,15 @@ def everyone_figures(
     )
     for company, level in connection.execute(quiet).all():
         totals[company] = (level or 0) * count
+    return totals, day_totals(session, kind, period)
+
+
+def day_totals(session: Session, kind: str, period: periods.Period) -> list[int]:
+    """Each day's sum over every company of its daily peak, from rollup_days alone: one row
+    per day, whatever the number of companies."""
+    days = period.days
+    first, last = days[0].day, days[-1].day
+    connection = session.connection()
     d = RollupDay
     # PostgreSQL sums bigints as numeric: an int once, here.
     carried = int(
@@ -293,9 +302,9 @@ def everyone_figures(
             select(d.day, d.rise, d.change).where(d.kind == kind, d.day >= first, d.day <= last)
         )
     }
-    day_totals = []
+    sums = []
     for day in days:
         rise, change = rows.get(day.day, (0, 0))
-        day_totals.append(carried + rise)
+        sums.append(carried + rise)
         carried += change
-    return totals, day_totals
+    return sums

@@ -196,18 +196,24 @@ def _rollups_ready() -> bool:
 
 def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
     """Write the close's figures of `kind`: each company with a non-zero day or rollup marks
-    (with the marks, when the close keeps them); return each day's sum over every company."""
-    lists = reports.computed_lists(kind, period, None)
-    marks = rollups.month_marks(db.session(), kind, period) if close.with_marks else {}
+    (with the marks, when the close keeps them); return each day's sum over every company.
+    Linear in the companies, with no per-company query: the level each carries into the month
+    is read once for both the figures and the marks, the rows go in one bulk insert."""
+    session = db.session()
+    if close.with_marks:  # both rollups kept in REPORT_TIMEZONE: computed_lists reads them
+        carried = rollups.carried_levels(session, kind, period.days[0].day, None)
+        lists = rollups.peak_lists(session, kind, period, None, carried)
+        marks = rollups.month_marks(session, kind, period, carried)
+    else:
+        lists, marks = reports.computed_lists(kind, period, None), {}
     zeros = [0] * len(period.days)
-    sums = [0] * len(period.days)
     rows = []
+    stored: list[list[int]] = []
     for company in sorted(lists.keys() | marks.keys()):
         values = lists.get(company, zeros)
         if not any(values) and company not in marks:
             continue
-        for i, value in enumerate(values):
-            sums[i] += value
+        stored.append(values)
         rows.append(
             {
                 "close_id": close.id,
@@ -218,8 +224,9 @@ def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
                 "marks": marks.get(company),
             }
         )
-    insert_rows(db.session(), ClosedFigures.__table__, rows)
-    return sums
+    insert_rows(session, ClosedFigures.__table__, rows)
+    # Each day's sum, column by column (zip runs in C: 100,000 companies x 31 days).
+    return [sum(day) for day in zip(*stored, strict=True)] if stored else zeros
 
 
 def reopen_month(

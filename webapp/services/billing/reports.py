@@ -44,7 +44,7 @@ from ...extensions import db
 from ...models import Company, HistoryInterval
 from ...observability.metrics import REPORT_SECONDS, timed, timed_report
 from ..fields import MAX_COMPANIES, STRICT, Bounded, CompanyList, validated
-from . import _rollup_sums, closed_figures, periods, rollups
+from . import _rollup_sums, closed_figures, periods, ranks, rollups
 
 ANSWER_KEYS = {  # report kind: (per-day average key, month total key)
     "ddi": ("billableDDIDaysPerDay", "billableDDIDaysForMonth"),
@@ -204,20 +204,43 @@ def ranking(
     (case-insensitive), while the totals row sums every company of the choice.
 
     Guarantees: every figure equals report()'s for the same request; the daily values are
-    computed only for the page's companies (the ranking and the totals row come from one
-    aggregate over the rollup: rollups.month_figures)."""
+    computed only for the page's companies. For every company, unfiltered, the database ranks
+    them and answers the page alone (ranks.py); otherwise the ranking and the totals row come
+    from one aggregate over the rollup (rollups.month_figures)."""
     principal.require_report()
     period, close = _period(request, today)
     everyone = principal.reportable_companies() is None and request.companies is None
     labels = [d.day.isoformat() for d in period.days]
     if everyone and not contains:
+        fast = _ranked_page(kind, period, close, offset, limit)
+        if fast is not None:
+            return _ranking_of(kind, period, close, labels, *fast)
+    companies = (
+        None if everyone and not contains else visible_companies(principal, request.companies)
+    )
+    return _ranked_here(kind, period, close, labels, companies, everyone, contains, offset, limit)
+
+
+def _ranked_here(
+    kind: str,
+    period: periods.Period,
+    close: closed_figures.Close | None,
+    labels: list[str],
+    companies: list[tuple[str, str]] | None,
+    everyone: bool,
+    contains: str,
+    offset: int,
+    limit: int,
+) -> Ranking:
+    """ranking() with every month total in hand, ranked here: `companies` the choice (None:
+    every company, unfiltered, when the database cannot rank them: ranks.open_page)."""
+    if companies is None:
         # Every company, unfiltered: the figures name every company, so only the page's
         # companies need their names (10,000 at a provider).
         month_totals, day_totals = _month_figures(kind, period, None, close)
         ids = sorted(month_totals)
         chosen = len(ids)
     else:
-        companies = visible_companies(principal, request.companies)
         names = dict(companies)
         if companies:
             wanted = None if everyone else [c for c, _ in companies]
@@ -233,7 +256,7 @@ def ranking(
     if offset >= len(ranked):
         offset = max(0, (len(ranked) - 1) // limit * limit)
     shown = ranked[offset : offset + limit]
-    if everyone and not contains:
+    if companies is None:
         names = _names(shown)
     lists = _peak_lists(kind, period, shown, close) if shown else {}
     zeros = [0] * len(labels)
@@ -242,6 +265,54 @@ def ranking(
         close=close,
         chosen=chosen,
         matched=len(ranked),
+        offset=offset,
+        totals=_entry(kind, "All companies", labels, day_totals),
+        rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},
+    )
+
+
+def _ranked_page(
+    kind: str,
+    period: periods.Period,
+    close: closed_figures.Close | None,
+    offset: int,
+    limit: int,
+) -> tuple[int, int, ranks.Page, list[int]] | None:
+    """(company count, the offset used, the page ranked in the database, the day sums) for
+    every company, unfiltered: no per-company row leaves the database but the page's
+    (ranks.py). None when the kept sums cannot answer (ranks.open_page) or the rollup is not
+    kept in REPORT_TIMEZONE."""
+    if close is None and not _rollup_ready(kind):
+        return None
+    session = db.session()
+    count = ranks.company_count(session)
+    if offset >= count:
+        offset = max(0, (count - 1) // limit * limit)
+    if close is not None:
+        return count, offset, *ranks.closed_page(session, close, kind, offset, limit)
+    found = ranks.open_page(session, kind, period, offset, limit)
+    return None if found is None else (count, offset, *found)
+
+
+def _ranking_of(
+    kind: str,
+    period: periods.Period,
+    close: closed_figures.Close | None,
+    labels: list[str],
+    count: int,
+    offset: int,
+    page: ranks.Page,
+    day_totals: list[int],
+) -> Ranking:
+    shown = [c for c, _ in page]
+    names = _names(shown)
+    lists = _peak_lists(kind, period, shown, close) if shown else {}
+    zeros = [0] * len(labels)
+    return Ranking(
+        period=period,
+        close=close,
+        chosen=count,
+        matched=count,
         offset=offset,
         totals=_entry(kind, "All companies", labels, day_totals),
         rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},

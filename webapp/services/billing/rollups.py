@@ -390,11 +390,16 @@ def build(principal: Principal) -> dict[str, int]:
 
 
 def peak_lists(
-    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+    session: Session,
+    kind: str,
+    period: periods.Period,
+    companies: list[str] | None,
+    carried: dict[str, int] | None = None,
 ) -> dict[str, list[int]]:
     """{company: [peak of each day of the period]} from the rollup, for every company named
-    (None: every company). Two queries: each company's level carried into the period, and the
-    period's rows; the days between rows are filled with the level the previous row left."""
+    (None: every company). Two queries: each company's level carried into the period (or
+    `carried`, carried_levels' answer when the caller has it), and the period's rows; the days
+    between rows are filled with the level the previous row left."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
     # A period lies within one calendar month: a day's index is its day of the month - 1.
@@ -407,7 +412,7 @@ def peak_lists(
     )
     if companies is not None:
         in_period = in_period.where(p.company.in_(companies))
-    level = _carried(session, kind, first, companies)
+    level = carried if carried is not None else carried_levels(session, kind, first, companies)
     marks: dict[str, list[tuple[int, int, int]]] = {}
     # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
     # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
@@ -444,7 +449,7 @@ def month_figures(
     differences between consecutive days."""
     count = len(period.days)
     first, last = period.days[0].day, period.days[-1].day
-    level = _carried(session, kind, first, companies)
+    level = carried_levels(session, kind, first, companies)
     p = DailyPeak
     # A period lies within one calendar month: a day's index is its day of the month - 1.
     index = cast(extract("day", p.day), Integer) - 1
@@ -483,7 +488,7 @@ def month_figures(
     return totals, list(itertools.accumulate(steps[:count]))
 
 
-def _carried(
+def carried_levels(
     session: Session, kind: str, first: date, companies: list[str] | None
 ) -> dict[str, int]:
     """{company: the level carried into the day `first`}: its latest earlier row's, else 0;
@@ -501,7 +506,9 @@ def _carried(
     return {company: value or 0 for company, value in session.connection().execute(query)}
 
 
-def month_marks(session: Session, kind: str, period: periods.Period) -> dict[str, str]:
+def month_marks(
+    session: Session, kind: str, period: periods.Period, carried: dict[str, int] | None = None
+) -> dict[str, str]:
     """{company: the rollup's input to its figures over `period`}: the level it carries into
     the period and its rows in it ("2|2026-10-03:5:4,…"), for every company with a row in the
     period or a non-zero carried level (any other company's figures are all zeros).
@@ -526,7 +533,8 @@ def month_marks(session: Session, kind: str, period: periods.Period) -> dict[str
         .group_by(p.company)
     )
     marks: dict[str, str] = {c: m for c, m in session.connection().execute(query)}
-    carried = _carried(session, kind, first, None)
+    if carried is None:
+        carried = carried_levels(session, kind, first, None)
     return {
         company: f"{carried.get(company, 0)}|{marks.get(company, '')}"
         for company in marks.keys() | {c for c, level in carried.items() if level}
