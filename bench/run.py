@@ -2,7 +2,7 @@
 one table of app figure, reference figure and ratio.
 
 python -m bench.run [--ddis 1000000] [--companies 10000] [--quick] [--skip-http] [--skip-pages]
-                   [--only report,http,...] [--scale [--scale-ddis 2000000]
+                   [--only report,http,...] [--skip-sqlite] [--scale [--scale-ddis 2000000]
                    [--scale-companies 100000]]
 
 Data sets are generated on first use and kept: bench.db (the full size) and, for the growth
@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-http", action="store_true", help="no gunicorn/wrk scenarios")
     parser.add_argument("--skip-pages", action="store_true", help="no page-budget scenario")
     parser.add_argument("--dir", type=Path, default=ROOT, help="where the SQLite files live")
+    parser.add_argument(
+        "--skip-sqlite", action="store_true", help="PostgreSQL only (BENCH_DATABASE_URL)"
+    )
     parser.add_argument("--scale", action="store_true", help="and the 100,000-company rows")
     parser.add_argument("--scale-ddis", type=int, default=2_000_000)
     parser.add_argument("--scale-companies", type=int, default=100_000)
@@ -101,12 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"only these groups of rows, of: {', '.join(GROUPS)}",
     )
     args = parser.parse_args(argv)
+    if args.skip_sqlite and not os.environ.get("BENCH_DATABASE_URL"):
+        parser.error("--skip-sqlite: set BENCH_DATABASE_URL to a PostgreSQL database")
     if unknown := args.only - set(GROUPS):
         parser.error(f"--only: no group {', '.join(sorted(unknown))}")
     os.environ.setdefault("SECRET_KEY", "bench-secret-key-not-secret")
     os.environ.setdefault("INSTANCE_PATH", str(args.dir / "instance-bench"))
     repeat = 1 if args.quick else 3
-    databases = [("sqlite", "sqlite")]
+    databases = [] if args.skip_sqlite else [("sqlite", "sqlite")]
     if os.environ.get("BENCH_DATABASE_URL"):
         databases.append(("postgresql", os.environ["BENCH_DATABASE_URL"]))
 
