@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, false, or_, select
+from pydantic_core import from_json
+from sqlalchemy import ColumnElement, Row, Text, cast, false, or_, select
 from sqlalchemy.orm import Session
 
 from ...access import TARGET_COMPANY, CompanyScope, Principal, Seen, redact, within
@@ -310,27 +312,105 @@ def export(
     iterator is consumed, each chunk after the last entry of the one before (at, id), so the
     log is never held in memory and each chunk is one range of the `at` index."""
     conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError("chunk must be a positive integer")
+    _check_chunk(chunk)
     scope = principal.auditable_companies()
     return _shown_rows(_chunks(conditions, chunk), scope)
 
 
-# The columns `_shown_rows` unpacks, in its order.
+_Side = Mapping[str, Any] | None
+Exported = tuple[datetime, str, str, str, str, str, _Side, _Side, str | None]
+"""An entry as the audit CSV reads it: at, actor, via, action, target, company_text, before,
+after, detail (the attributes of `Shown` of the same names)."""
+
+
+def export_rows(
+    principal: Principal,
+    *,
+    actor: str | None = None,
+    target: str | None = None,
+    company: str | None = None,
+    date_from: date | str | None = None,
+    date_to: date | str | None = None,
+    action: str | None = None,
+    chunk: int = EXPORT_CHUNK,
+) -> Iterator[Exported]:
+    """`export` with the same arguments and guarantees (access and filters checked now, the
+    rows read `chunk` at a time as consumed, the same redaction), each entry as the tuple of
+    the attributes the audit CSV reads (`Exported`): equal to `(e.at, e.actor, e.via,
+    e.action, e.target, e.company_text, e.before, e.after, e.detail)` of each `e` of `export`.
+    No `Shown` per entry, and a System-Admin's entries not through `redact`, which leaves
+    every entry of scope None as it is: a million entries' objects were a tenth of the
+    download's time."""
+    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
+    _check_chunk(chunk)
+    scope = principal.auditable_companies()
+    rows = _chunks(conditions, chunk)
+    return _all_rows(rows) if scope is None else _redacted_rows(rows, scope)
+
+
+def _check_chunk(chunk: int) -> None:
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError("chunk must be a positive integer")
+
+
+def _json(text: str | None) -> Any:
+    """A JSON column's value from its stored text, as SQLAlchemy's JSON type decodes it
+    (json.loads): pydantic_core's parser gives the same values (ints of any size, floats to
+    the last bit, NaN and Infinity, the last of a repeated key) in a third of the time, and
+    what it refuses (a lone surrogate escape, '\\ud800') json.loads reads."""
+    if text is None or text == "null":  # no side, stored as SQL NULL or as JSON null
+        return None
+    try:
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
+
+
+# The columns the rows of `_chunks` hold, in this order.
 _EXPORTED = ("id", "at", "actor", "via", "action", "detail", "request_id")
 _REDACTED = ("company", "other_company", "before", "after", "target")
+_JSON_COLUMNS = frozenset({"before", "after"})
 
 
 def _shown_rows(rows: Iterable[Sequence[Any]], scope: CompanyScope) -> Iterator[Shown]:
     """`shown` of each row, by position: a million rows' attribute look-ups by name were a
     tenth of the audit CSV's time."""
-    for id_, at, actor, via, action, detail, request_id, *side in rows:
-        yield Shown(id_, at, actor, via, action, detail, request_id, redact(scope, *side))
+    for id_, at, actor, via, action, detail, request_id, company, other, old, new, target in rows:
+        seen = redact(scope, company, other, _json(old), _json(new), target)
+        yield Shown(id_, at, actor, via, action, detail, request_id, seen)
+
+
+def _all_rows(rows: Iterable[Sequence[Any]]) -> Iterator[Exported]:
+    """Every row as scope None sees it. redact(None, ...) is Seen(company, other_company,
+    before, after, target=target), nothing hidden; so Seen.company_text is the company ('' for
+    none), then ' (from <other>)' for a move, and Shown.target the target or ''."""
+    for _, at, actor, via, action, detail, _, company, other, old, new, target in rows:
+        shown_company = f"{company or ''} (from {other})" if other else company or ""
+        yield (
+            at, actor, via, action, target or "", shown_company, _json(old), _json(new), detail
+        )  # fmt: skip
+
+
+def _redacted_rows(rows: Iterable[Sequence[Any]], scope: frozenset[str]) -> Iterator[Exported]:
+    """Every row through `redact`, as `shown` passes it."""
+    for _, at, actor, via, action, detail, _, company, other, old, new, target in rows:
+        seen = redact(scope, company, other, _json(old), _json(new), target)
+        yield (
+            at, actor, via, action, seen.target or "", seen.company_text, seen.before,
+            seen.after, detail,
+        )  # fmt: skip
 
 
 def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Row[Any]]:
+    """The rows of `conditions`, newest first, `chunk` a query. `before` and `after` are
+    their stored JSON text (`_json` decodes it): SQLAlchemy's JSON type decoding them was a
+    quarter of the audit CSV's time. A cast to text on both databases: the PostgreSQL column
+    is `json` (migrations 0001), whose text is the text stored."""
     table = AuditEntry.__table__
-    columns = [table.c[name] for name in (*_EXPORTED, *_REDACTED)]
+    columns = [
+        cast(table.c[name], Text).label(name) if name in _JSON_COLUMNS else table.c[name]
+        for name in (*_EXPORTED, *_REDACTED)
+    ]
     query = select(*columns).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
     last: Row[Any] | None = None
     while True:
