@@ -357,7 +357,8 @@ def _json(text: str | None) -> Any:
     """A JSON column's value from its stored text, as SQLAlchemy's JSON type decodes it
     (json.loads): pydantic_core's parser gives the same values (ints of any size, floats to
     the last bit, NaN and Infinity, the last of a repeated key) in a third of the time, and
-    what it refuses (a lone surrogate escape, '\\ud800') json.loads reads."""
+    what it refuses (a lone surrogate escape, '\\ud800'; nesting past 200 levels) json.loads
+    reads."""
     if text is None or text == "null":  # no side, stored as SQL NULL or as JSON null
         return None
     try:
