@@ -9,6 +9,7 @@ With htmx the answer is only the rows partial.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -201,19 +202,21 @@ def csv_download():
     form = FilterForm(request.args)
     _company_filter(me, form)  # the same company picker as the page
     filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
-    entries = audit.export(me, **filters)  # checks access and filters before streaming
+    entries = audit.export_rows(me, **filters)  # checks access and filters before streaming
+    return downloads.csv_download("audit.csv", CSV_COLUMNS, _csv_rows(entries))
 
-    rows = (
-        (
-            _instant(e.at),
-            e.actor,
-            e.via,
-            e.action,
-            e.target,
-            e.company_text,
-            changes_text(e.before, e.after),
-            e.detail or "",
+
+def _csv_rows(entries: Iterable[audit.Exported]) -> Iterator[tuple[str, ...]]:
+    """Each entry's cells: `_instant`, the texts as the page shows them, `changes_text`."""
+    for at, actor, via, action, target, company, before, after, detail in entries:
+        yield (
+            # _instant's common case inline: a call per row was a twentieth of the download.
+            at.isoformat(" ", "seconds") if at.tzinfo is None and at.year >= 1000 else _instant(at),
+            actor,
+            via,
+            action,
+            target,
+            company,
+            changes_text(before, after),
+            detail or "",
         )
-        for e in entries
-    )
-    return downloads.csv_download("audit.csv", CSV_COLUMNS, rows)

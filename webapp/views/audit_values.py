@@ -85,18 +85,42 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -
     return [FieldChange(label(f), readable(v), None) for f, v in old.items()]
 
 
+class _Labels(dict[str, str]):
+    """`label` of each field met, kept (the fields the log records are few; past MAX_LABELS
+    unknown names are labelled afresh each time rather than held)."""
+
+    MAX_LABELS = 10_000
+
+    def __missing__(self, field: str) -> str:
+        text = label(field)
+        if len(self) < self.MAX_LABELS:
+            self[field] = text
+        return text
+
+
+_LABELS = _Labels()
+
+
 def changes_text(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
     """All of an entry's changes as one line ('; ' between fields), for the CSV: the text of
-    each of `changes` (FieldChange.text), built without them, as the CSV reads millions."""
+    each of `changes` (FieldChange.text), built without them, as the CSV reads millions: the
+    labels kept (_LABELS), a text value taken as it is (`readable`'s first case) without a
+    call."""
+    labels = _LABELS
     if before is not None and after is not None:
         old, new = before, after
         fields = [*old, *(f for f in new if f not in old)]
         return "; ".join(
-            f"{label(f)}: {readable(old.get(f))} {ARROW} {readable(new.get(f))}"
-            for f in fields
-            if old.get(f) != new.get(f)
+            [
+                f"{labels[f]}: {readable(old.get(f))} {ARROW} {readable(new.get(f))}"
+                for f in fields
+                if old.get(f) != new.get(f)
+            ]
         )
     side = after if after is not None else before
     if not side:
         return ""
-    return "; ".join(f"{label(f)}: {readable(v)}" for f, v in side.items())
+    # A list, not a generator: join makes one of either first.
+    return "; ".join(
+        [f"{labels[f]}: {v if type(v) is str else readable(v)}" for f, v in side.items()]
+    )
