@@ -25,6 +25,7 @@ from .config import (
 from .database import (
     check_database_exists,
     configure_engine,
+    end_read_connection,
     make_private,
     private_sqlite_files,
 )
@@ -143,6 +144,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    app.teardown_request(end_read_connection)  # the request's read connection, if it took one
     login_manager.init_app(app)
     csrf.init_app(app)
     from .rest import rate_limit

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
-from ...database import utcnow, write_transaction
+from ...database import read_connection, utcnow, write_transaction
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import Account, ApiToken, account_admin_companies, account_reporting_companies
@@ -122,8 +122,8 @@ def authenticate(raw: str, via: str = "api") -> Principal | None:
     if not raw.startswith(TOKEN_PREFIX) or len(raw) > 100:
         return None
     digest = hash_token(raw)
-    # On the session's connection: a Core statement needs none of the ORM execution layer.
-    rows = db.session.connection().execute(_token_query(), {"digest": digest}).all()
+    # On the request's read connection: a Core statement needs none of the ORM Session.
+    rows = read_connection().execute(_token_query(), {"digest": digest}).all()
     head = next((r for r in rows if r.kind == "token"), None)
     if head is None:  # unknown or revoked token, or disabled account
         return None
