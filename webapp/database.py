@@ -338,13 +338,14 @@ READ_CONNECTION_KEY = "telephony.read_connection"
 
 
 def read_connection() -> Connection:
-    """A connection for a request's Core reads (the API token check, the API's read), in one
-    transaction for the whole request, rolled back and returned to the pool when the request
-    ends (`end_read_connection`).
+    """A connection for a request's Core reads (the API token check, the API's read), rolled
+    back and returned to the pool when the request ends (`end_read_connection`).
 
     A plain engine connection, not the ORM Session's: beginning, then closing, a Session's
     transaction around each request cost more than the token check's and the read's
-    statements (issue 30). It is never one connection more: once the request's Session begins
+    statements (issue 30). On PostgreSQL it autocommits: each statement sees the latest
+    committed data on its own (the token check no older than the read), as a read needs no
+    transaction around it. It is never one connection more: once the request's Session begins
     a transaction (a write, an ORM read), this one is closed first (`_session_begins`), and
     from then on the Session's connection is the one returned, so a read sees what the
     request wrote. Results must be fetched before the Session is used (`.all()`, `.first()`).
@@ -356,7 +357,13 @@ def read_connection() -> Connection:
         environ = request.environ
         connection: Connection | None = environ.get(READ_CONNECTION_KEY)
         if connection is None:
-            connection = environ[READ_CONNECTION_KEY] = db.engine.connect()
+            connection = db.engine.connect()
+            if connection.dialect.name == "postgresql":
+                # Each statement its own transaction: no BEGIN and ROLLBACK round trips
+                # around reads that change nothing (SQLite's are calls within the process;
+                # and its driver must stay in the mode configure_engine sets).
+                connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            environ[READ_CONNECTION_KEY] = connection
         return connection
     return db.session.connection()
 
