@@ -57,7 +57,8 @@ def add_headers(response: Response) -> Response:
 
 
 # A Vary header of plain tokens (werkzeug's token characters) and commas, as this app writes it.
-_PLAIN_VARY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?:[ \t]*,[ \t]*[!#$%&'*+\-.^_`|~0-9A-Za-z]+)*")
+_HEADER_WORD = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_PLAIN_VARY = re.compile(rf"{_HEADER_WORD}(?:[ \t]*,[ \t]*{_HEADER_WORD})*")
 
 
 def add_vary(response: Response, value: str) -> None:
