@@ -1,6 +1,6 @@
 """webapp/database.py: pooled connections the database server has ended are replaced before a
-request meets them, insert_rows stores what a Core insert stores, and the SQLite files are
-readable by their owner alone."""
+request meets them, a request's read connection is never a second one, insert_rows stores
+what a Core insert stores, and the SQLite files are readable by their owner alone."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import Text, cast, create_engine, select, text
 
 from webapp import create_app
-from webapp.database import write_transaction
+from webapp.database import read_connection, write_transaction
 from webapp.extensions import db
+from webapp.models import Company
 
 from .conftest import BACKEND
 
@@ -36,6 +37,40 @@ def test_a_connection_the_server_ended_is_replaced_at_checkout(migrated, test_co
         with engine.connect() as conn:  # no error: the dead one was refused at checkout
             assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
         engine.dispose()
+
+
+def test_a_requests_read_connection_gives_way_to_its_session(app):
+    """The read connection is the request's one connection until the Session begins: then it
+    goes back to the pool, and reads take the Session's (seeing what the request wrote)."""
+    pool = db.engine.pool
+    db.session.remove()
+    with app.test_request_context("/rest/ops/read", method="POST"):
+        reader = read_connection()
+        assert read_connection() is reader
+        assert reader.execute(select(Company.id)).all() == []
+        checked_out = pool.checkedout()
+        with write_transaction() as session:
+            # The Session's connection replaced the read connection: still one.
+            assert pool.checkedout() == checked_out
+            assert reader.closed
+            session.add(Company(id="initech", name="Initech"))
+            session.flush()
+            assert read_connection() is session.connection()
+            assert read_connection().execute(select(Company.id)).all() == [("initech",)]
+        assert not session.in_transaction()
+        later = read_connection()  # the Session's transaction ended: a read connection again
+        assert later is not reader and not later.closed
+        assert pool.checkedout() == checked_out
+        assert later.execute(select(Company.id)).all() == [("initech",)]
+    # The request's end returned it.
+    assert later.closed
+    db.session.remove()
+    assert pool.checkedout() == 0
+
+
+def test_outside_a_request_reads_take_the_sessions_connection(app):
+    assert read_connection() is db.session.connection()
+    db.session.remove()
 
 
 def test_insert_rows_stores_what_a_core_insert_stores(app):

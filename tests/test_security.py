@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from werkzeug.wrappers import Response
+
+from webapp.security import add_vary
 
 from .factories import csrf_from
 
@@ -100,3 +103,22 @@ def test_failed_sign_ins_from_one_address_over_all_accounts_then_429(app, factor
     assert attempt("root", "correct horse battery", "10.0.0.9").status_code == 429
     # Another address is unaffected.
     assert attempt("other", "correct horse battery", "10.9.9.9").status_code == 302
+
+
+@pytest.mark.parametrize(
+    "vary", [None, "Cookie", "cookie", "A,B", "A , B", "Accept-Encoding, Cookie", "*", '"x"', "a b"]
+)
+@pytest.mark.parametrize("value", ["HX-Request", "Cookie"])
+def test_add_vary_writes_what_werkzeug_writes(vary, value):
+    """add_vary's shortcut gives the header werkzeug's response.vary.add gives, to the byte."""
+    ours, theirs = Response(), Response()
+    for response in (ours, theirs):
+        if vary is not None:
+            response.headers["Vary"] = vary
+        response.headers["X-Other"] = "1"
+    add_vary(ours, value)
+    if "Vary" in theirs.headers:
+        theirs.vary.add(value)
+    else:
+        theirs.headers["Vary"] = value
+    assert ours.headers.to_wsgi_list() == theirs.headers.to_wsgi_list()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from weakref import WeakSet
 
 from flask import Flask
 from flask.sessions import SecureCookieSessionInterface
@@ -25,6 +27,7 @@ from .config import (
 from .database import (
     check_database_exists,
     configure_engine,
+    end_read_connection,
     make_private,
     private_sqlite_files,
 )
@@ -77,6 +80,26 @@ def instance_folder() -> Path:
     return path
 
 
+class App(Flask):
+    """Flask, except that `ensure_sync` remembers the functions it found synchronous: Flask
+    asks, for every view and request hook of every request (about ten), whether it is a
+    coroutine function, which the inspect module works out afresh each time. Held weakly, so a
+    function made for one call (a class-based view's bound method) is not kept."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._synchronous: WeakSet[Callable[..., Any]] = WeakSet()
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        if func in self._synchronous:
+            return func
+        checked = super().ensure_sync(func)
+        if checked is func:
+            with contextlib.suppress(TypeError):  # a callable no weak reference can name
+                self._synchronous.add(func)
+        return checked
+
+
 class CookieSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, except that a request without the cookie (every API
     call with a Bearer token) gets its new empty session without first parsing its Cookie
@@ -108,7 +131,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     not exist is reported: either raises ConfigError, one line naming the setting, which
     app.py and webapp.wsgi turn into that line on stderr and exit status 1."""
     instance_path = instance_folder()
-    app = Flask(
+    app = App(
         __name__,
         instance_path=str(instance_path),
         template_folder=str(ROOT / "templates"),
@@ -143,6 +166,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    app.teardown_request(end_read_connection)  # the request's read connection, if it took one
     login_manager.init_app(app)
     csrf.init_app(app)
     from .rest import rate_limit

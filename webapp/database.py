@@ -21,9 +21,10 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from flask import has_request_context, request
 from sqlalchemy import JSON, ColumnElement, Table, any_, bindparam, event, text
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -328,3 +329,56 @@ def upper_bound(prefix: str) -> str:
     successor (fields are ASCII, so there is one). `prefix <= x < upper_bound(prefix)` is a
     prefix match an index range can serve on any collation."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+# --- The request's read connection -----------------------------------------------------------
+# Where a request keeps it: the WSGI environ lives exactly as long as the request (`g` as long
+# as the app context, which a test client shares between requests).
+READ_CONNECTION_KEY = "telephony.read_connection"
+
+
+def read_connection() -> Connection:
+    """A connection for a request's Core reads (the API token check, the API's read), rolled
+    back and returned to the pool when the request ends (`end_read_connection`).
+
+    A plain engine connection, not the ORM Session's: beginning, then closing, a Session's
+    transaction around each request cost more than the token check's and the read's
+    statements (issue 30). On PostgreSQL it autocommits: each statement sees the latest
+    committed data on its own (the token check no older than the read), as a read needs no
+    transaction around it. It is never one connection more: once the request's Session begins
+    a transaction (a write, an ORM read), this one is closed first (`_session_begins`), and
+    from then on the Session's connection is the one returned, so a read sees what the
+    request wrote. Results must be fetched before the Session is used (`.all()`, `.first()`).
+    Outside a request: the Session's connection."""
+    session_registry = db.session.registry
+    if has_request_context() and not (
+        session_registry.has() and session_registry().in_transaction()
+    ):
+        environ = request.environ
+        connection: Connection | None = environ.get(READ_CONNECTION_KEY)
+        if connection is None:
+            connection = db.engine.connect()
+            if connection.dialect.name == "postgresql":
+                # Each statement its own transaction: no BEGIN and ROLLBACK round trips
+                # around reads that change nothing (SQLite's are calls within the process;
+                # and its driver must stay in the mode configure_engine sets).
+                connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            environ[READ_CONNECTION_KEY] = connection
+        return connection
+    return db.session.connection()
+
+
+def end_read_connection(_exc: BaseException | None = None) -> None:
+    """The request's read connection, if it opened one: rolled back and back to the pool
+    (create_app runs this at the end of every request)."""
+    connection = request.environ.pop(READ_CONNECTION_KEY, None)
+    if connection is not None:
+        connection.close()
+
+
+@event.listens_for(Session, "after_transaction_create")
+def _session_begins(_session: Session, transaction: Any) -> None:
+    # A request's Session begins a transaction: the read connection goes back first, so a
+    # request never holds two connections (and on SQLite never reads beside its own write).
+    if transaction.parent is None and has_request_context():
+        end_read_connection()

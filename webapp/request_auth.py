@@ -31,13 +31,33 @@ def act_for_nobody() -> None:
     g._login_user = login_manager.anonymous_user()
 
 
+# Where a request keeps its Bearer token and the token's hash, worked out once for the limiter's
+# bucket and the token check: the WSGI environ lives exactly as long as the request.
+BEARER_KEY = "telephony.bearer"
+
+
 def bearer_token() -> str | None:
     """The raw token of an `Authorization: Bearer …` header, "" if the header is malformed."""
-    header = request.headers.get("Authorization")
-    if header is None:
-        return None
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
+    return _bearer()[0]
+
+
+def bearer_digest() -> str | None:
+    """The stored form of the request's Bearer token (api_tokens.hash_token), hashed once per
+    request; None without a token."""
+    return _bearer()[1]
+
+
+def _bearer() -> tuple[str | None, str | None]:
+    environ = request.environ
+    found: tuple[str | None, str | None] | None = environ.get(BEARER_KEY)
+    if found is None:
+        header = environ.get("HTTP_AUTHORIZATION")
+        token = None
+        if header is not None:
+            scheme, _, token = header.partition(" ")
+            token = token.strip() if scheme.lower() == "bearer" else ""
+        found = environ[BEARER_KEY] = (token, api_tokens.hash_token(token) if token else None)
+    return found
 
 
 def api_principal() -> Principal | None:
@@ -50,7 +70,9 @@ def api_principal() -> Principal | None:
     token = bearer_token()
     principal = None
     if token is not None:
-        principal = api_tokens.authenticate(token, via="api") if token else None
+        principal = (
+            api_tokens.authenticate(token, via="api", digest=bearer_digest()) if token else None
+        )
         if principal is not None:
             note_account(principal.username)  # the token's owner, for the access line
     elif current_user.is_authenticated:
@@ -74,9 +96,8 @@ def confirmation_missing() -> bool:
 
 def rate_limit_key() -> str:
     """Rate-limit bucket: the token (hashed), else the session account, else the address."""
-    token = bearer_token()
-    if token:
-        return "token:" + api_tokens.hash_token(token)
+    if digest := bearer_digest():
+        return "token:" + digest
     # The session's account id as stored in the cookie: no database query just to pick a bucket.
     if account := session.get("_user_id"):
         return f"account:{account.partition(':')[0]}"

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
-from ...database import utcnow, write_transaction
+from ...database import read_connection, utcnow, write_transaction
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import Account, ApiToken, account_admin_companies, account_reporting_companies
@@ -112,18 +112,19 @@ def revoke(principal: Principal, token_id: int) -> None:
             )
 
 
-def authenticate(raw: str, via: str = "api") -> Principal | None:
+def authenticate(raw: str, via: str = "api", digest: str | None = None) -> Principal | None:
     """The Principal of the active account owning this unrevoked token, or None. Records the use
-    (to the minute).
+    (to the minute). `digest`: hash_token(raw), when the caller already has it.
 
     One query per request, and nothing kept between requests: the token, its account and both
     grant lists in one statement (_token_query), so a revocation, a disabled account or changed
     grants count from the very next request."""
     if not raw.startswith(TOKEN_PREFIX) or len(raw) > 100:
         return None
-    digest = hash_token(raw)
-    # On the session's connection: a Core statement needs none of the ORM execution layer.
-    rows = db.session.connection().execute(_token_query(), {"digest": digest}).all()
+    if digest is None:
+        digest = hash_token(raw)
+    # On the request's read connection: a Core statement needs none of the ORM Session.
+    rows = read_connection().execute(_token_query(), {"digest": digest}).all()
     head = next((r for r in rows if r.kind == "token"), None)
     if head is None:  # unknown or revoked token, or disabled account
         return None

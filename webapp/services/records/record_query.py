@@ -42,7 +42,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
-from ...database import on_postgresql, upper_bound
+from ...database import on_postgresql, read_connection, upper_bound
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import NumberWord
@@ -404,9 +404,9 @@ def read(
         return Page(rows=[], total=0)
     params = {**selection.params, "limit": limit, "offset": offset}
     page, count = _read_statements(selection.shape)
-    # On the session's connection (same transaction): a Core statement needs none of the
-    # Session's ORM execution layer.
-    connection = db.session.connection()
+    # On the request's read connection (the token check's transaction): a Core statement
+    # needs none of the ORM Session.
+    connection = read_connection()
     result = connection.execute(page, params).all()
     rows = [dict(zip(kind.fields, r, strict=False)) for r in result]  # the count is left off
     if result:
