@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -402,8 +402,10 @@ def peak_lists(
     between rows are filled with the level the previous row left."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
-    # A period lies within one calendar month: a day's index is its day of the month - 1.
-    index = cast(extract("day", p.day), Integer) - 1
+    # A report's period is a month from its 1st: a day's index is its day of the month - 1,
+    # worked out by the database. Any other span (a company page's months at once) maps days.
+    one_month = first.day == 1 and (first.year, first.month) == (last.year, last.month)
+    index = cast(extract("day", p.day), Integer) - 1 if one_month else p.day
     # In day order, the index's own (no sort): each company's rows come in order.
     in_period = (
         select(p.company, index, p.peak, p.level)
@@ -416,7 +418,11 @@ def peak_lists(
     marks: dict[str, list[tuple[int, int, int]]] = {}
     # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
     # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
-    for company, i, peak, end_level in session.connection().execute(in_period).all():
+    found: Sequence[Any] = session.connection().execute(in_period).all()
+    if not one_month:
+        position = {d.day: i for i, d in enumerate(period.days)}
+        found = [(company, position[day], peak, lv) for company, day, peak, lv in found]
+    for company, i, peak, end_level in found:
         marks.setdefault(company, []).append((i, peak, end_level))
     count = len(period.days)
     result: dict[str, list[int]] = {}
