@@ -12,7 +12,7 @@ cost grows with the intervals touching the period plus companies x days.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
@@ -214,7 +214,12 @@ def ranking(
     if everyone and not contains:
         fast = _ranked_page(kind, period, close, offset, limit)
         if fast is not None:
-            return _ranking_of(kind, period, close, labels, *fast)
+            count, start, page, day_totals = fast
+            shown = [c for c, _ in page]
+            counts = (count, count, start)
+            return _ranking_of(
+                kind, period, close, labels, counts, shown, _names(shown), day_totals
+            )
     companies = (
         None if everyone and not contains else visible_companies(principal, request.companies)
     )
@@ -253,22 +258,18 @@ def _ranked_here(
     # Largest total first, ties by identifier: a stable sort of the identifiers (in order) by
     # total alone, with C-level keys (10,000 companies).
     ranked = sorted(ids, key=lambda c: month_totals.get(c, 0), reverse=True)
-    if offset >= len(ranked):
-        offset = max(0, (len(ranked) - 1) // limit * limit)
+    offset = _page_start(offset, len(ranked), limit)
     shown = ranked[offset : offset + limit]
     if companies is None:
         names = _names(shown)
-    lists = _peak_lists(kind, period, shown, close) if shown else {}
-    zeros = [0] * len(labels)
-    return Ranking(
-        period=period,
-        close=close,
-        chosen=chosen,
-        matched=len(ranked),
-        offset=offset,
-        totals=_entry(kind, "All companies", labels, day_totals),
-        rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},
+    return _ranking_of(
+        kind, period, close, labels, (chosen, len(ranked), offset), shown, names, day_totals
     )
+
+
+def _page_start(offset: int, count: int, limit: int) -> int:
+    """`offset`, or the last page's start when it is past the last of `count` rows."""
+    return max(0, (count - 1) // limit * limit) if offset >= count else offset
 
 
 def _ranked_page(
@@ -286,8 +287,7 @@ def _ranked_page(
         return None
     session = db.session()
     count = ranks.company_count(session)
-    if offset >= count:
-        offset = max(0, (count - 1) // limit * limit)
+    offset = _page_start(offset, count, limit)
     if close is not None:
         return count, offset, *ranks.closed_page(session, close, kind, offset, limit)
     found = ranks.open_page(session, kind, period, offset, limit)
@@ -299,20 +299,22 @@ def _ranking_of(
     period: periods.Period,
     close: closed_figures.Close | None,
     labels: list[str],
-    count: int,
-    offset: int,
-    page: ranks.Page,
+    counts: tuple[int, int, int],
+    shown: list[str],
+    names: Mapping[str, str],
     day_totals: list[int],
 ) -> Ranking:
-    shown = [c for c, _ in page]
-    names = _names(shown)
+    """The Ranking of a page: `counts` (chosen, matched, offset), the page's companies in
+    order with their names, and the totals row's day sums; only the page's daily values are
+    read (_peak_lists)."""
+    chosen, matched, offset = counts
     lists = _peak_lists(kind, period, shown, close) if shown else {}
     zeros = [0] * len(labels)
     return Ranking(
         period=period,
         close=close,
-        chosen=count,
-        matched=count,
+        chosen=chosen,
+        matched=matched,
         offset=offset,
         totals=_entry(kind, "All companies", labels, day_totals),
         rows={c: _entry(kind, names[c], labels, lists.get(c, zeros)) for c in shown},

@@ -311,10 +311,9 @@ def export(
     Access and filters are checked now (Forbidden, Invalid); the rows are read as the
     iterator is consumed, each chunk after the last entry of the one before (at, id), so the
     log is never held in memory and each chunk is one range of the `at` index."""
-    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
-    _check_chunk(chunk)
-    scope = principal.auditable_companies()
-    return _shown_rows(_chunks(conditions, chunk), scope, _instant_reader())
+    filters = (actor, target, company, date_from, date_to, action)
+    rows, scope, at_of = _export_source(principal, filters, chunk)
+    return _shown_rows(rows, scope, at_of)
 
 
 _Side = Mapping[str, Any] | None
@@ -341,16 +340,22 @@ def export_rows(
     No `Shown` per entry, and a System-Admin's entries not through `redact`, which leaves
     every entry of scope None as it is: a million entries' objects were a tenth of the
     download's time."""
-    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
-    _check_chunk(chunk)
-    scope = principal.auditable_companies()
-    rows, at_of = _chunks(conditions, chunk), _instant_reader()
+    filters = (actor, target, company, date_from, date_to, action)
+    rows, scope, at_of = _export_source(principal, filters, chunk)
     return _all_rows(rows, at_of) if scope is None else _redacted_rows(rows, scope, at_of)
 
 
-def _check_chunk(chunk: int) -> None:
+def _export_source(
+    principal: Principal, filters: tuple[Any, ...], chunk: int
+) -> tuple[Iterator[Sequence[Any]], CompanyScope, AtOf]:
+    """What both exports read: access and filters checked now (Forbidden, Invalid), then the
+    rows (`_chunks`, read as consumed), the reader's scope, and what makes a row's `at` a
+    datetime. `filters`: actor, target, company, date_from, date_to, action."""
+    actor, target, company, date_from, date_to, action = filters
+    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError("chunk must be a positive integer")
+    return _chunks(conditions, chunk), principal.auditable_companies(), _instant_reader()
 
 
 def _json(text: str | None) -> Any:
@@ -446,7 +451,7 @@ def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Seque
     reading, more than anything else the export does per row."""
     table = AuditEntry.__table__
     query = select(*_columns()).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
-    at_of = _instant_reader()
+    at_of = _instant_reader()  # for each chunk's last entry, where the next one starts
     last: tuple[datetime, int] | None = None
     while True:
         where = list(conditions)
