@@ -652,11 +652,18 @@ def test_the_unfiltered_read_is_one_range_of_the_key(world, statistics):
 def test_available_by_dialcode_and_prefix_is_one_range_per_stored_state(world, statistics):
     query = read.Query(states=frozenset({"available"}), dialcode="44", prefix="20712", after=CURSOR)
     plan = plan_of(read.page_statement(principal_of(world, "root"), query, inventory.today()))
-    # Three ranges of ix_numbers_state (available, reserved and aging ended), each in order.
-    assert plan.count("ix_numbers_state") == 3, plan
+    # Three ranges (available, reserved and aging ended), each in order.
     if db.engine.dialect.name == "sqlite":
         ranged = "USING INDEX ix_numbers_state (state=? AND dialcode=? AND number>? AND number<?)"
         assert plan.count(ranged) == 3, plan
+    else:
+        # PostgreSQL takes ix_numbers_state or the key's index bounded by dialcode and prefix,
+        # as its statistics of these few rows say (seen both ways in CI): either way three
+        # bounded index ranges, never a pass over the table.
+        assert plan.count("Index Scan") == 3 and "Seq Scan" not in plan, plan
+        scans = [line for line in plan.splitlines() if "Index Scan" in line]
+        assert all("ix_numbers_state" in s or KEY_INDEX[0] in s for s in scans), plan
+        assert plan.count("(number)::text < '20713'::text") == 3, plan
 
 
 def test_a_company_admins_read_is_ranges_of_its_ddis_and_reservations(world, statistics):
