@@ -16,7 +16,14 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from webapp.database import utcnow
-from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupMonth, RollupState
+from webapp.models import (
+    DailyPeak,
+    HistoryInterval,
+    RollupDay,
+    RollupLatest,
+    RollupMonth,
+    RollupState,
+)
 from webapp.services.billing import day_peak, rollups
 
 
@@ -75,10 +82,11 @@ def _by_company(result):
 
 
 def _derive(session: Session, kind: str, rows: list[tuple[str, date, int, int]]) -> None:
-    """rollup_days and rollup_months of `rows` (company, day, peak, level) in company and day
-    order, as _rollup_sums.derive computed them."""
+    """rollup_days, rollup_months and rollup_latest of `rows` (company, day, peak, level) in
+    company and day order, as _rollup_sums.derive computed them."""
     session.execute(delete(RollupDay).where(RollupDay.kind == kind))
     session.execute(delete(RollupMonth).where(RollupMonth.kind == kind))
+    session.execute(delete(RollupLatest).where(RollupLatest.kind == kind))
     days: dict[date, tuple[int, int]] = {}
     months: list[dict] = []
     for company, group in itertools.groupby(rows, key=lambda r: r[0]):
@@ -106,6 +114,14 @@ def _derive(session: Session, kind: str, rows: list[tuple[str, date, int, int]])
             )
     for i in range(0, len(months), 5000):
         session.execute(insert(RollupMonth), months[i : i + 5000])
+    # Each company's last month row (months are in company and month order).
+    latest = {m["company"]: m for m in months}
+    values = [
+        {"kind": kind, "company": c, "month": m["month"], "level": m["level"]}
+        for c, m in latest.items()
+    ]
+    for i in range(0, len(values), 5000):
+        session.execute(insert(RollupLatest), values[i : i + 5000])
     if days:
         session.execute(
             insert(RollupDay),

@@ -16,6 +16,7 @@ from webapp.models import (
     NumberWord,
     PhoneUser,
     RollupDay,
+    RollupLatest,
     RollupMonth,
 )
 from webapp.services.billing import close_writes, closed_figures, month_close, periods, rollups
@@ -97,7 +98,7 @@ def assert_words_consistent() -> None:
 
 
 def _rollup_rows() -> dict[str, list[tuple]]:
-    p, d, m = DailyPeak, RollupDay, RollupMonth
+    p, d, m, latest = DailyPeak, RollupDay, RollupMonth, RollupLatest
     queries = {
         "daily_peaks": select(p.kind, p.company, p.day, p.peak, p.level, p.last_at).order_by(
             p.kind, p.company, p.day
@@ -109,6 +110,9 @@ def _rollup_rows() -> dict[str, list[tuple]]:
         "rollup_months": select(
             m.kind, m.month, m.company, m.through, m.last_day, m.level
         ).order_by(m.kind, m.month, m.company),
+        "rollup_latest": select(latest.kind, latest.company, latest.month, latest.level).order_by(
+            latest.kind, latest.company
+        ),
     }
     return {name: [tuple(r) for r in db.session.execute(q)] for name, q in queries.items()}
 

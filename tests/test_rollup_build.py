@@ -22,7 +22,7 @@ from sqlalchemy import delete, insert, update
 from bench.rollup_reference import rebuild_all_row_by_row
 from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupMonth
+from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupLatest, RollupMonth
 from webapp.services.billing import periods, rollups
 
 from .invariants import _rollup_rows
@@ -130,7 +130,7 @@ def test_the_set_based_rebuild_equals_the_row_by_row_one(app, companies, zone, i
     tz = periods.zone(zone)
     write_history(tz, intervals)
     with write_transaction() as session:
-        for model in (DailyPeak, RollupDay, RollupMonth):
+        for model in (DailyPeak, RollupDay, RollupMonth, RollupLatest):
             session.execute(delete(model))
         if before != "empty":
             rebuild_all_row_by_row(session, tz)
@@ -138,6 +138,7 @@ def test_the_set_based_rebuild_equals_the_row_by_row_one(app, companies, zone, i
             session.execute(update(DailyPeak).values(peak=DailyPeak.peak + 1))
             session.execute(update(RollupMonth).values(through=RollupMonth.through + 2))
             session.execute(delete(RollupMonth).where(RollupMonth.company == "beta"))
+            session.execute(update(RollupLatest).values(level=RollupLatest.level + 1))
     expected, got = both_ways(tz)
     assert got == expected
 
@@ -149,4 +150,9 @@ def test_an_empty_history_empties_the_rollup(app, companies):
         rebuild_all_row_by_row(session, tz)
         session.execute(delete(HistoryInterval))
     assert rollups.rebuild_all(db.session, tz) == {"ddi": 0, "user": 0}
-    assert _rollup_rows() == {"daily_peaks": [], "rollup_days": [], "rollup_months": []}
+    assert _rollup_rows() == {
+        "daily_peaks": [],
+        "rollup_days": [],
+        "rollup_months": [],
+        "rollup_latest": [],
+    }

@@ -478,6 +478,9 @@ class RollupMonth(Model):
     __table_args__ = (
         # The level a company carries into a month without rows: its latest earlier month.
         Index("ix_rollup_months_company", "kind", "company", "month", "level"),
+        # A month's rows by last day, in `through` order: the ranking of the current month
+        # (ranks.py) reads them from the largest down, as far as its page needs.
+        Index("ix_rollup_months_last_day", "kind", "month", "last_day", "through"),
     )
 
     kind: Mapped[str] = mapped_column(String(8), primary_key=True)
@@ -485,6 +488,24 @@ class RollupMonth(Model):
     company: Mapped[str] = mapped_column(ForeignKey("companies.id"), primary_key=True)
     through: Mapped[int] = mapped_column(BigInteger)
     last_day: Mapped[date] = mapped_column(Date)
+    level: Mapped[int] = mapped_column(Integer)
+
+
+class RollupLatest(Model):
+    """Per (kind, company) with rollup_months rows, the month and `level` of its latest one:
+    the level the company is at now, kept beside the rollup (services/billing/_rollup_sums.py).
+
+    The report page for every company ranks the current month by reading companies in level
+    order from ix_rollup_latest_level (ranks.py) instead of every company's month total; a
+    company without a row in the month totals this level times the month's days so far.
+    """
+
+    __tablename__ = "rollup_latest"
+    __table_args__ = (Index("ix_rollup_latest_level", "kind", "level", "company"),)
+
+    kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    company: Mapped[str] = mapped_column(ForeignKey("companies.id"), primary_key=True)
+    month: Mapped[date] = mapped_column(Date)
     level: Mapped[int] = mapped_column(Integer)
 
 

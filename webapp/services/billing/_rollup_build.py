@@ -16,7 +16,8 @@ The local day of an instant is found among the local midnights Python computes
 (periods.local_midnight_utc, the same function sweep uses): PostgreSQL's width_bucket over them
 as an array, a function registered on the SQLite connection bisecting them as stored strings.
 So the days never depend on the database's own time-zone data. The sums (rollup_days,
-rollup_months) are then derived from the rows just written by two windows over the primary key.
+rollup_months) are then derived from the rows just written by two windows over the primary key,
+and rollup_latest from rollup_months by a third.
 """
 
 from __future__ import annotations
@@ -119,12 +120,24 @@ _MONTH_ROWS = _Target(
     ("through", "last_day", "level"),
     "month DATE, company VARCHAR, through BIGINT, last_day DATE, level INTEGER",
 )
+_LATEST = _Target(
+    "rollup_latest", ("company",), ("month", "level"), "company VARCHAR, month DATE, level INTEGER"
+)
+# Each company's latest month row (rollup_latest), from the rows _MONTHS just wrote.
+_LATEST_ROWS = """
+SELECT company, month, level FROM (
+  SELECT company, month, level,
+         ROW_NUMBER() OVER (PARTITION BY company ORDER BY month DESC) AS n
+  FROM rollup_months WHERE kind = :kind
+) AS r
+WHERE n = 1
+"""
 
 
 def write(session: Session, kind: str, tz: ZoneInfo) -> int:
-    """Bring kind's daily_peaks, rollup_days and rollup_months to what the history implies in
-    `tz`: the rows `rollups.rebuild` guarantees for a full rebuild. Returns the rows of
-    daily_peaks the kind now has.
+    """Bring kind's daily_peaks, rollup_days, rollup_months and rollup_latest to what the
+    history implies in `tz`: the rows `rollups.rebuild` guarantees for a full rebuild. Returns
+    the rows of daily_peaks the kind now has.
 
     The rows are computed into a temporary table and only the difference is written (rows
     gone deleted, rows changed updated, rows new inserted): a rebuild mostly finds the rows it
@@ -175,6 +188,7 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
             after_month="substr(LEAD(day) OVER w, 1, 8) || '01'",
         )
     _sync(session, _MONTH_ROWS, months, {"kind": kind})
+    _sync(session, _LATEST, _LATEST_ROWS, {"kind": kind})
     return written
 
 

@@ -10,10 +10,14 @@ Both tables are pure functions of daily_peaks (models.RollupDay, models.RollupMo
 - rollup_months (kind, month, company): `through`, the company's month total from the 1st to
   `last_day` (its last row in the month), and that row's `level`. Its month total over a
   period of n days is through + level x (n - last_day's day of the month).
+- rollup_latest (kind, company): the month and `level` of the company's latest rollup_months
+  row, for the current month's ranking (ranks.py).
 
 They change only where daily_peaks change, in the same transaction: `record_changes`' fast path
-applies `Extend` deltas; a company's rows rewritten from a day on (rollups.rebuild) apply the
-difference of its old and new rows (`replace`); a full rebuild derives them anew (`derive`).
+applies `Extend` deltas (each its company's latest row, so its rollup_latest row too); a
+company's rows rewritten from a day on (rollups.rebuild) apply the difference of its old and new
+rows (`replace`, which reads its latest month row again); a full rebuild derives them anew
+(`derive`).
 tests/invariants.py holds them to a rebuild after every write sequence, and the ranking tests
 hold the figures read from them to the report's.
 
@@ -33,7 +37,7 @@ from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from ...models import Company, DailyPeak, RollupDay, RollupMonth
+from ...models import Company, DailyPeak, RollupDay, RollupLatest, RollupMonth
 from . import periods
 
 Row = tuple[date, int, int]  # (day, peak, level): one company's daily_peaks row
@@ -136,6 +140,22 @@ def extend(session: Session, kind: str, grown: Iterable[Extend], days: DayDeltas
         )
     if begun:
         session.execute(insert(_M), begun)
+    latest = [
+        {"kind": kind, "company": c.company, "month": month_of(c.day), "level": c.level}
+        for c in grown
+    ]
+    if latest:
+        session.execute(_upsert_latest(session), latest)
+
+
+def _upsert_latest(session: Session):
+    """INSERT … ON CONFLICT of rollup_latest rows, for an executemany of their values."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(RollupLatest)
+    return statement.on_conflict_do_update(
+        index_elements=[RollupLatest.kind, RollupLatest.company],
+        set_={"month": statement.excluded.month, "level": statement.excluded.level},
+    )
 
 
 _M = RollupMonth.__table__
@@ -180,6 +200,21 @@ def replace(
         .order_by(p.day)
     ).all()
     _insert_months(session, kind, company, month_parts(rows, carried_in or 0))
+    latest = session.execute(
+        select(m.month, m.level)
+        .where(m.kind == kind, m.company == company)
+        .order_by(m.month.desc())
+        .limit(1)
+    ).first()
+    if latest is None:
+        session.execute(
+            delete(RollupLatest).where(RollupLatest.kind == kind, RollupLatest.company == company)
+        )
+    else:
+        session.execute(
+            _upsert_latest(session),
+            [{"kind": kind, "company": company, "month": latest.month, "level": latest.level}],
+        )
 
 
 def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int]]) -> None:
@@ -187,15 +222,23 @@ def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int
     order: every daily_peaks row of the kind (the full rebuild)."""
     session.execute(delete(RollupDay).where(RollupDay.kind == kind))
     session.execute(delete(RollupMonth).where(RollupMonth.kind == kind))
+    session.execute(delete(RollupLatest).where(RollupLatest.kind == kind))
     days = DayDeltas()
     months: list[dict] = []
+    latest: list[dict] = []
     for company, group in itertools.groupby(rows, key=lambda r: r[0]):
         company_rows = [(d, p, lv) for _, d, p, lv in group]
         for day, (rise, change) in day_parts(company_rows, 0).items():
             days.add(day, rise, change)
-        months += _month_values(kind, company, month_parts(company_rows, 0))
+        values = _month_values(kind, company, month_parts(company_rows, 0))
+        months += values
+        if values:
+            last = values[-1]
+            latest.append({k: last[k] for k in ("kind", "company", "month", "level")})
     for i in range(0, len(months), 5000):
         session.execute(insert(RollupMonth), months[i : i + 5000])
+    for i in range(0, len(latest), 5000):
+        session.execute(insert(RollupLatest), latest[i : i + 5000])
     if days:
         session.execute(
             insert(RollupDay),

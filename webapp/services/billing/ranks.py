@@ -2,22 +2,26 @@
 
 The report page for every company shows 50 companies of all of them. Reading every company's
 total into Python to sort them grows with the company count (100,000 rows at the largest
-provider the bench holds, docs/operations.md); here the database ranks them and answers only
-the page's rows: `ORDER BY total DESC, id LIMIT n OFFSET k` over an expression of the sums kept
-beside the rollup (_rollup_sums: a company's month row, or the level it carries into a month
-without rows) or of a close's stored totals. The day sums come from rollup_days or the close,
-one row per day. The numbers are those of _rollup_sums.everyone_figures and
-closed_figures.month_figures (tests/test_reports_ranking.py holds them equal).
+provider the bench holds, docs/operations.md); here only as many rows as the page needs are
+read, in an index's order: for the current month the companies in order of current level and
+of month row `through`, until no company not yet read can rank on the page (`_top`, a threshold
+scan over the sums kept beside the rollup: _rollup_sums); for a closed month a close's stored
+totals in total order. An earlier month not closed is ranked by `ORDER BY total DESC, id LIMIT
+n OFFSET k` over an expression of every company's sums (`_every`). The day sums come from
+rollup_days or the close, one row per day. The numbers are those of
+_rollup_sums.everyone_figures and closed_figures.month_figures (tests/test_reports_ranking.py
+holds them equal).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 from sqlalchemy import Integer, and_, cast, extract, func, select
 from sqlalchemy.orm import Session, aliased
 
-from ...models import ClosedFigures, Company, RollupMonth
+from ...models import ClosedFigures, Company, RollupLatest, RollupMonth
 from . import _rollup_sums, closed_figures, periods
 
 Page = list[tuple[str, int]]  # (company, month total), in rank order
@@ -29,19 +33,181 @@ def company_count(session: Session) -> int:
 
 
 def open_page(
-    session: Session, kind: str, period: periods.Period, offset: int, limit: int
+    session: Session,
+    kind: str,
+    period: periods.Period,
+    offset: int,
+    limit: int,
+    depth: int | None = None,
 ) -> tuple[Page, list[int]] | None:
     """(the page's companies with their totals, each day's sum over every company) from the
     rollup's kept sums. None when some company's rows go past the period's last day (only a
     month to date can have those: a write stamped ahead of the report's clock): the caller then
-    sums the daily rows, as _rollup_sums.everyone_figures does."""
+    sums the daily rows, as _rollup_sums.everyone_figures does.
+
+    The latest month (no row of any later one: the current month) is ranked by `_top`, which
+    reads only as many companies as its page needs; an earlier one by `_every`, which computes
+    every company's total. `depth` is _top's first read (tests make it small)."""
     days = period.days
     first, last, count = days[0].day, days[-1].day, len(days)
     m = RollupMonth
+    connection = session.connection()
     if last.month == (last + timedelta(days=1)).month:  # a month to date: rows may lie ahead
         ahead = select(m.company).where(m.kind == kind, m.month == first, m.last_day > last)
-        if session.connection().execute(ahead.limit(1)).first() is not None:
+        if connection.execute(ahead.limit(1)).first() is not None:
             return None
+    later = select(m.company).where(m.kind == kind, m.month > first).limit(1)
+    if connection.execute(later).first() is None:
+        page = _top(session, kind, period, offset + limit, depth)[offset:]
+    else:
+        page = _every(session, kind, first, count, offset, limit)
+    return page, _rollup_sums.day_totals(session, kind, period)
+
+
+def _top(
+    session: Session, kind: str, period: periods.Period, wanted: int, depth: int | None
+) -> Page:
+    """The first `wanted` companies of the latest month, `period`, ranked.
+
+    A threshold scan over the sums kept beside the rollup, each company's exact total computed
+    as it is met: companies in current-level order (rollup_latest, ix_rollup_latest_level) and,
+    for each day of the period, the month rows whose last row is on that day in `through`
+    order (ix_rollup_months_last_day), all from the largest. A company not met yet has a level
+    no greater than the last one read, `level`: without a month row it totals level x count;
+    with one whose last row is on day d, through + its level x (count - d), at most the last
+    `through` read of day d + level x (count - d). The reads go twice as deep until the
+    `wanted`-th total met is at least every such bound: every company above it has then been
+    met, and the companies tied with it are looked up by their total (`_tied`: ties go by
+    identifier). Once every company with rows has been met, every other one totals 0."""
+    m, latest = RollupMonth, RollupLatest
+    connection = session.connection()
+    count = len(period.days)
+    first = period.days[0].day
+    read = depth or max(2 * wanted, 64)
+    by_level = (
+        select(latest.company, latest.level, m.through, m.last_day)
+        .select_from(latest)
+        .outerjoin(m, and_(m.kind == kind, m.month == first, m.company == latest.company))
+        .where(latest.kind == kind)
+        .order_by(latest.level.desc())
+    )
+    totals: dict[str, int] = {}
+    # The last `through` read of each day's month rows; a day is dropped once all are read.
+    reading: dict[date, int | None] = {d.day: None for d in period.days}
+    while True:
+        for day in list(reading):
+            rows = connection.execute(
+                select(m.company, m.through, m.level)
+                .where(m.kind == kind, m.month == first, m.last_day == day)
+                .order_by(m.through.desc())
+                .limit(read)
+            ).all()
+            for company, through, level in rows:
+                totals[company] = through + level * (count - day.day)
+            if len(rows) < read:
+                del reading[day]
+            else:
+                reading[day] = rows[-1].through
+        levels = connection.execute(by_level.limit(read)).all()
+        for company, level, through, last_day in levels:
+            totals[company] = (
+                level * count if through is None else through + level * (count - last_day.day)
+            )
+        ranked = sorted((-t, c) for c, t in totals.items() if t > 0)
+        if len(levels) < read:  # every company with rows met: the rest total 0
+            page = [(c, -t) for t, c in ranked[:wanted]]
+            return page + _zeros(session, {c for _, c in ranked}, wanted - len(page))
+        level = levels[-1].level
+        bound = max(
+            [level * count]
+            + [through + level * (count - day.day) for day, through in reading.items()]
+        )
+        if len(ranked) >= wanted and -ranked[wanted - 1][0] >= bound:
+            last = -ranked[wanted - 1][0]
+            above = [(c, -t) for t, c in ranked if -t > last]
+            if last > bound:
+                return above + [(c, last) for _, c in ranked[len(above) : wanted]]
+            met = {c for c, t in totals.items() if t == last}
+            tie = _Tie(kind, first, count, last, level, reading)
+            return above + [(c, last) for c in _tied(session, tie, met, wanted - len(above))]
+        read *= 2
+
+
+@dataclass(frozen=True)
+class _Tie:
+    """A total that companies not met yet may share (_top): month `first` over `count` days,
+    read down to current `level`, and for each day in `reading` its month rows down to a
+    `through` (the days not in it were read whole)."""
+
+    kind: str
+    first: date
+    count: int
+    total: int
+    level: int
+    reading: dict[date, int | None]
+
+
+def _tied(session: Session, tie: _Tie, met: set[str], wanted: int) -> list[str]:
+    """The first `wanted` identifiers of the companies totalling `tie.total`: of those met
+    (`met`, all of them) and of those not met, looked up by their total. One without a row in
+    the month totals level x count, so its level is total / count: a range of
+    ix_rollup_latest_level in identifier order. One whose last row in the month is on day d
+    totals through + level x (count - d), so its `through` lies from
+    total - tie.level x (count - d) to the last one read of day d: a range of
+    ix_rollup_months_last_day, each row's total computed there."""
+    m, latest = RollupMonth, RollupLatest
+    connection = session.connection()
+    found = set(met)
+    if tie.total % tie.count == 0:
+        quiet = (
+            select(latest.company)
+            .where(
+                latest.kind == tie.kind,
+                latest.level == tie.total // tie.count,
+                latest.month < tie.first,
+            )
+            .order_by(latest.company)
+            .limit(wanted)
+        )
+        found.update(connection.execute(quiet).scalars())
+    for day, through in tie.reading.items():
+        assert through is not None
+        rest = tie.count - day.day
+        rows = (
+            select(m.company)
+            .where(
+                m.kind == tie.kind,
+                m.month == tie.first,
+                m.last_day == day,
+                m.through >= tie.total - tie.level * rest,
+                m.through <= min(tie.total, through),
+                m.through + m.level * rest == tie.total,
+            )
+            .order_by(m.company)
+            .limit(wanted)
+        )
+        found.update(connection.execute(rows).scalars())
+    return sorted(found)[:wanted]
+
+
+def _zeros(session: Session, positive: set[str], wanted: int) -> Page:
+    """The first `wanted` companies outside `positive` in identifier order, each totalling 0:
+    the end of a ranking whose every non-zero total is in `positive`."""
+    if wanted <= 0:
+        return []
+    page: Page = []
+    for company in session.connection().execute(select(Company.id).order_by(Company.id)).scalars():
+        if company not in positive:
+            page.append((company, 0))
+            if len(page) == wanted:
+                break
+    return page
+
+
+def _every(session: Session, kind: str, first: date, count: int, offset: int, limit: int) -> Page:
+    """One page of month `first` over `count` days, every company's total computed in the
+    database from its month row or the level it carries into the month."""
+    m = RollupMonth
     # A company without rows in the month has its latest earlier month's level all month.
     e = aliased(RollupMonth)
     earlier = (
@@ -65,8 +231,7 @@ def open_page(
         .offset(offset)
         .limit(limit)
     )
-    page = [(c, int(t)) for c, t in session.connection().execute(query)]
-    return page, _rollup_sums.day_totals(session, kind, period)
+    return [(c, int(t)) for c, t in session.connection().execute(query)]
 
 
 def closed_page(
