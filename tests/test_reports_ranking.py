@@ -27,6 +27,7 @@ from webapp.services.billing import (
     _rollup_sums,
     month_close,
     periods,
+    ranks,
     report_days,
     reports,
     rollups,
@@ -116,6 +117,24 @@ def check_ranking(kind: str, year: int, month: int) -> None:
             assert (year, month) == (TODAY.year, TODAY.month)
         else:
             assert kept == (totals, days)
+        # The marks a close stores, from the rows it read for its figures: the database's.
+        carried = rollups.carried_levels(db.session, kind, period.days[0].day, None)
+        rows = rollups.period_rows(db.session, kind, period, None)
+        stored = rollups.marks_of(rows, carried, period)
+        now = rollups.month_marks(db.session, kind, period, carried)
+        assert stored.keys() == now.keys()
+        assert all(rollups.same_marks(stored[c], now[c]) for c in now)
+        # The database's pages, read as shallowly as possible (ranks._top's threshold scan
+        # deepened a row at a time) and at once: the report's order and totals.
+        ranked = sorted(expected, key=lambda c: (-expected[c][month_key], c))
+        for depth in (1, 2, None):
+            for offset, limit in ((0, 1), (0, 2), (1, 2), (2, 3), (0, 5), (4, 1)):
+                found = ranks.open_page(db.session, kind, period, offset, limit, depth)
+                if found is None:  # rows stamped after today: the caller sums the rows
+                    assert kept is None
+                    continue
+                want = [(c, expected[c][month_key]) for c in ranked[offset : offset + limit]]
+                assert found == (want, days)
 
 
 @pytest.mark.slow

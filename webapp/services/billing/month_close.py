@@ -198,12 +198,15 @@ def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
     """Write the close's figures of `kind`: each company with a non-zero day or rollup marks
     (with the marks, when the close keeps them); return each day's sum over every company.
     Linear in the companies, with no per-company query: the level each carries into the month
-    is read once for both the figures and the marks, the rows go in one bulk insert."""
+    and the month's rows are read once for both the figures and the marks, the rows go in one
+    bulk insert."""
     session = db.session()
     if close.with_marks:  # both rollups kept in REPORT_TIMEZONE: computed_lists reads them
         carried = rollups.carried_levels(session, kind, period.days[0].day, None)
-        lists = rollups.peak_lists(session, kind, period, None, carried)
-        marks = rollups.month_marks(session, kind, period, carried)
+        # One read of the month's rows for both the figures and the marks.
+        rows = rollups.period_rows(session, kind, period, None)
+        lists = rollups.lists_of(rows, carried, len(period.days))
+        marks = rollups.marks_of(rows, carried, period)
     else:
         lists, marks = reports.computed_lists(kind, period, None), {}
     zeros = [0] * len(period.days)

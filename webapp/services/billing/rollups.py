@@ -400,6 +400,22 @@ def peak_lists(
     (None: every company). Two queries: each company's level carried into the period (or
     `carried`, carried_levels' answer when the caller has it), and the period's rows; the days
     between rows are filled with the level the previous row left."""
+    level = (
+        carried
+        if carried is not None
+        else carried_levels(session, kind, period.days[0].day, companies)
+    )
+    return lists_of(period_rows(session, kind, period, companies), level, len(period.days))
+
+
+Rows = dict[str, list[tuple[int, int, int]]]  # {company: [(day index, peak, level)] in day order}
+
+
+def period_rows(
+    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+) -> Rows:
+    """Each company's rollup rows in the period, for every company named (None: every one):
+    one query, in day order."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
     # A report's period is a month from its 1st: a day's index is its day of the month - 1,
@@ -414,8 +430,7 @@ def peak_lists(
     )
     if companies is not None:
         in_period = in_period.where(p.company.in_(companies))
-    level = carried if carried is not None else carried_levels(session, kind, first, companies)
-    marks: dict[str, list[tuple[int, int, int]]] = {}
+    marks: Rows = {}
     # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
     # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
     found: Sequence[Any] = session.connection().execute(in_period).all()
@@ -424,14 +439,18 @@ def peak_lists(
         found = [(company, position[day], peak, lv) for company, day, peak, lv in found]
     for company, i, peak, end_level in found:
         marks.setdefault(company, []).append((i, peak, end_level))
-    count = len(period.days)
+    return marks
+
+
+def lists_of(rows: Rows, level: dict[str, int], count: int) -> dict[str, list[int]]:
+    """peak_lists' answer from period_rows' and the levels carried in, over `count` days."""
     result: dict[str, list[int]] = {}
-    for company in level.keys() | marks.keys():
+    for company in level.keys() | rows.keys():
         carry = level.get(company, 0)
         values: list[int] = []
         # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
         # 31 days is the whole report.
-        for i, peak, end_level in marks.get(company, ()):
+        for i, peak, end_level in rows.get(company, ()):
             values += [carry] * (i - len(values))
             values.append(peak)
             carry = end_level
@@ -544,6 +563,19 @@ def month_marks(
     return {
         company: f"{carried.get(company, 0)}|{marks.get(company, '')}"
         for company in marks.keys() | {c for c, level in carried.items() if level}
+    }
+
+
+def marks_of(rows: Rows, carried: dict[str, int], period: periods.Period) -> dict[str, str]:
+    """month_marks' answer from a month's period_rows and the levels carried into it (as
+    carried_levels gives them), without another pass over the rows: what a close stores,
+    having read the rows for its figures. The same strings as month_marks, the rows in day
+    order (same_marks compares them in any order)."""
+    days = [d.day.isoformat() for d in period.days]
+    return {
+        company: f"{carried.get(company, 0)}|"
+        + ",".join(f"{days[i]}:{peak}:{level}" for i, peak, level in rows.get(company, ()))
+        for company in rows.keys() | {c for c, level in carried.items() if level}
     }
 
 
