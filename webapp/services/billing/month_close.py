@@ -204,9 +204,9 @@ def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
     if close.with_marks:  # both rollups kept in REPORT_TIMEZONE: computed_lists reads them
         carried = rollups.carried_levels(session, kind, period.days[0].day, None)
         # One read of the month's rows for both the figures and the marks.
-        rows = rollups.period_rows(session, kind, period, None)
-        lists = rollups.lists_of(rows, carried, len(period.days))
-        marks = rollups.marks_of(rows, carried, period)
+        month_rows = rollups.period_rows(session, kind, period, None)
+        lists = rollups.lists_of(month_rows, carried, len(period.days))
+        marks = rollups.marks_of(month_rows, carried, period)
     else:
         lists, marks = reports.computed_lists(kind, period, None), {}
     zeros = [0] * len(period.days)

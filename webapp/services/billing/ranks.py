@@ -39,6 +39,7 @@ def open_page(
     offset: int,
     limit: int,
     depth: int | None = None,
+    companies: int | None = None,
 ) -> tuple[Page, list[int]] | None:
     """(the page's companies with their totals, each day's sum over every company) from the
     rollup's kept sums. None when some company's rows go past the period's last day (only a
@@ -46,8 +47,10 @@ def open_page(
     sums the daily rows, as _rollup_sums.everyone_figures does.
 
     The latest month (no row of any later one: the current month) is ranked by `_top`, which
-    reads only as many companies as its page needs; an earlier one by `_every`, which computes
-    every company's total. `depth` is _top's first read (tests make it small)."""
+    reads only as many companies as its page needs, unless the page lies past an eighth of the
+    `companies` (there reading every company costs less than reading that far twice over); an
+    earlier one by `_every`, which computes every company's total. `depth` is _top's first read
+    (tests make it small; given, _top ranks whatever the page)."""
     days = period.days
     first, last, count = days[0].day, days[-1].day, len(days)
     m = RollupMonth
@@ -57,7 +60,8 @@ def open_page(
         if connection.execute(ahead.limit(1)).first() is not None:
             return None
     later = select(m.company).where(m.kind == kind, m.month > first).limit(1)
-    if connection.execute(later).first() is None:
+    deep = depth is None and companies is not None and (offset + limit) * 8 > companies
+    if not deep and connection.execute(later).first() is None:
         page = _top(session, kind, period, offset + limit, depth)[offset:]
     else:
         page = _every(session, kind, first, count, offset, limit)
@@ -79,58 +83,86 @@ def _top(
     `wanted`-th total met is at least every such bound: every company above it has then been
     met, and the companies tied with it are looked up by their total (`_tied`: ties go by
     identifier). Once every company with rows has been met, every other one totals 0."""
-    m, latest = RollupMonth, RollupLatest
-    connection = session.connection()
     count = len(period.days)
     first = period.days[0].day
     read = depth or max(2 * wanted, 64)
+    totals: dict[str, int] = {}
+    # The last `through` read of each day's month rows; a day is dropped once all are read.
+    reading = dict.fromkeys((d.day for d in period.days), 0)
+    while True:
+        _read_days(session, kind, first, count, read, reading, totals)
+        levels = _read_levels(session, kind, first, count, read, totals)
+        ranked = sorted((-t, c) for c, t in totals.items() if t > 0)
+        if len(levels) < read:  # every company with rows met: the rest total 0
+            page = [(c, -t) for t, c in ranked[:wanted]]
+            return page + _zeros(session, {c for _, c in ranked}, wanted - len(page))
+        level = levels[-1]
+        bound = max(
+            [level * count]
+            + [through + level * (count - day.day) for day, through in reading.items()]
+        )
+        if len(ranked) < wanted or -ranked[wanted - 1][0] < bound:
+            read *= 2
+            continue
+        last = -ranked[wanted - 1][0]
+        above = [(c, -t) for t, c in ranked if -t > last]
+        if last > bound:
+            return above + [(c, last) for _, c in ranked[len(above) : wanted]]
+        met = {c for c, t in totals.items() if t == last}
+        tie = _Tie(kind, first, count, last, level, reading)
+        return above + [(c, last) for c in _tied(session, tie, met, wanted - len(above))]
+
+
+def _read_days(
+    session: Session,
+    kind: str,
+    first: date,
+    count: int,
+    read: int,
+    reading: dict[date, int],
+    totals: dict[str, int],
+) -> None:
+    """For each day still in `reading`, the first `read` month rows whose last row is on that
+    day, in `through` order, into `totals`; `reading` then holds the last `through` read of
+    each, and no longer the days whose rows were all read."""
+    m = RollupMonth
+    connection = session.connection()
+    for day in list(reading):
+        rows = connection.execute(
+            select(m.company, m.through, m.level)
+            .where(m.kind == kind, m.month == first, m.last_day == day)
+            .order_by(m.through.desc())
+            .limit(read)
+        ).all()
+        for company, through, level in rows:
+            totals[company] = through + level * (count - day.day)
+        if len(rows) < read:
+            del reading[day]
+        else:
+            reading[day] = rows[-1].through
+
+
+def _read_levels(
+    session: Session, kind: str, first: date, count: int, read: int, totals: dict[str, int]
+) -> list[int]:
+    """The first `read` companies in current-level order, their totals into `totals`; their
+    levels, in that order."""
+    m, latest = RollupMonth, RollupLatest
     by_level = (
         select(latest.company, latest.level, m.through, m.last_day)
         .select_from(latest)
         .outerjoin(m, and_(m.kind == kind, m.month == first, m.company == latest.company))
         .where(latest.kind == kind)
         .order_by(latest.level.desc())
+        .limit(read)
     )
-    totals: dict[str, int] = {}
-    # The last `through` read of each day's month rows; a day is dropped once all are read.
-    reading: dict[date, int | None] = {d.day: None for d in period.days}
-    while True:
-        for day in list(reading):
-            rows = connection.execute(
-                select(m.company, m.through, m.level)
-                .where(m.kind == kind, m.month == first, m.last_day == day)
-                .order_by(m.through.desc())
-                .limit(read)
-            ).all()
-            for company, through, level in rows:
-                totals[company] = through + level * (count - day.day)
-            if len(rows) < read:
-                del reading[day]
-            else:
-                reading[day] = rows[-1].through
-        levels = connection.execute(by_level.limit(read)).all()
-        for company, level, through, last_day in levels:
-            totals[company] = (
-                level * count if through is None else through + level * (count - last_day.day)
-            )
-        ranked = sorted((-t, c) for c, t in totals.items() if t > 0)
-        if len(levels) < read:  # every company with rows met: the rest total 0
-            page = [(c, -t) for t, c in ranked[:wanted]]
-            return page + _zeros(session, {c for _, c in ranked}, wanted - len(page))
-        level = levels[-1].level
-        bound = max(
-            [level * count]
-            + [through + level * (count - day.day) for day, through in reading.items()]
+    levels = []
+    for company, level, through, last_day in session.connection().execute(by_level):
+        totals[company] = (
+            level * count if through is None else through + level * (count - last_day.day)
         )
-        if len(ranked) >= wanted and -ranked[wanted - 1][0] >= bound:
-            last = -ranked[wanted - 1][0]
-            above = [(c, -t) for t, c in ranked if -t > last]
-            if last > bound:
-                return above + [(c, last) for _, c in ranked[len(above) : wanted]]
-            met = {c for c, t in totals.items() if t == last}
-            tie = _Tie(kind, first, count, last, level, reading)
-            return above + [(c, last) for c in _tied(session, tie, met, wanted - len(above))]
-        read *= 2
+        levels.append(level)
+    return levels
 
 
 @dataclass(frozen=True)
@@ -144,7 +176,7 @@ class _Tie:
     count: int
     total: int
     level: int
-    reading: dict[date, int | None]
+    reading: dict[date, int]
 
 
 def _tied(session: Session, tie: _Tie, met: set[str], wanted: int) -> list[str]:
@@ -171,7 +203,6 @@ def _tied(session: Session, tie: _Tie, met: set[str], wanted: int) -> list[str]:
         )
         found.update(connection.execute(quiet).scalars())
     for day, through in tie.reading.items():
-        assert through is not None
         rest = tie.count - day.day
         rows = (
             select(m.company)

@@ -290,7 +290,7 @@ def _ranked_page(
     offset = _page_start(offset, count, limit)
     if close is not None:
         return count, offset, *ranks.closed_page(session, close, kind, offset, limit)
-    found = ranks.open_page(session, kind, period, offset, limit)
+    found = ranks.open_page(session, kind, period, offset, limit, companies=count)
     return None if found is None else (count, offset, *found)
 
 
