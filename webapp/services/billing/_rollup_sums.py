@@ -31,11 +31,11 @@ import itertools
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from ...models import Company, DailyPeak, RollupDay, RollupMonth
 from . import periods
@@ -300,6 +300,31 @@ def everyone_figures(
     for company, level in connection.execute(quiet).all():
         totals[company] = (level or 0) * count
     return totals, day_totals(session, kind, period)
+
+
+def carried_into(
+    session: Session, kind: str, month: date, companies: list[str] | None
+) -> dict[str, int]:
+    """{company: the level it carries into `month` (a 1st)}, what rollups.carried_levels
+    answers, from the sums: its latest earlier month's `level`, else 0. One range of the
+    month before's rows (most companies have one), and a seek only for each company without."""
+    before = month_of(month - timedelta(days=1))
+    m, previous = RollupMonth, aliased(RollupMonth)
+    earlier = (
+        select(m.level)
+        .where(m.kind == kind, m.company == Company.id, m.month < before)
+        .order_by(m.month.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    # COALESCE asks `earlier` only when the month before has no row (both databases).
+    query = select(Company.id, func.coalesce(previous.level, earlier)).outerjoin(
+        previous,
+        and_(previous.kind == kind, previous.month == before, previous.company == Company.id),
+    )
+    if companies is not None:
+        query = query.where(Company.id.in_(companies))
+    return {company: level or 0 for company, level in session.connection().execute(query)}
 
 
 def day_totals(session: Session, kind: str, period: periods.Period) -> list[int]:

@@ -415,29 +415,46 @@ def peak_lists(
     if companies is not None:
         in_period = in_period.where(p.company.in_(companies))
     level = carried if carried is not None else carried_levels(session, kind, first, companies)
-    marks: dict[str, list[tuple[int, int, int]]] = {}
-    # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
-    # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
-    found: Sequence[Any] = session.connection().execute(in_period).all()
-    if not one_month:
+    found: Sequence[Any]
+    if one_month:
+        # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
+        # to convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more
+        # than the loop below.
+        result = session.connection().execute(in_period)
+        found = result.cursor.fetchall()
+        result.close()
+    else:
         position = {d.day: i for i, d in enumerate(period.days)}
-        found = [(company, position[day], peak, lv) for company, day, peak, lv in found]
-    for company, i, peak, end_level in found:
-        marks.setdefault(company, []).append((i, peak, end_level))
-    count = len(period.days)
-    result: dict[str, list[int]] = {}
-    for company in level.keys() | marks.keys():
-        carry = level.get(company, 0)
-        values: list[int] = []
-        # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
-        # 31 days is the whole report.
-        for i, peak, end_level in marks.get(company, ()):
-            values += [carry] * (i - len(values))
-            values.append(peak)
-            carry = end_level
-        values += [carry] * (count - len(values))
-        result[company] = values
-    return result
+        rows: Sequence[Any] = session.connection().execute(in_period).all()
+        found = [(company, position[day], peak, lv) for company, day, peak, lv in rows]
+    return _filled(level, found, len(period.days))
+
+
+def _filled(
+    carried: dict[str, int], rows: Iterable[tuple[str, int, int, int]], count: int
+) -> dict[str, list[int]]:
+    """{company: `count` day values} from each company's level carried into the first day
+    and its rows (company, day index, peak, end level) in day order: a day without a row has
+    the level the company's previous row left (or the carried one).
+
+    One pass over the rows, no object made per row: each company's list ends with a
+    placeholder, the level its next day starts with; a row fills the quiet days before it
+    with that level (one list repeat) and puts its own peak and end level in its place."""
+    lists = {company: [level] for company, level in carried.items()}
+    for company, i, peak, end_level in rows:
+        values = lists.get(company)
+        if values is None:  # a company the caller's `carried` does not name: nothing carried
+            values = lists[company] = [0]
+        if i >= len(values):
+            values += [values[-1]] * (i + 1 - len(values))
+        values[i] = peak
+        values.append(end_level)
+    for values in lists.values():
+        if len(values) < count:
+            values += [values[-1]] * (count - len(values))
+        else:
+            del values[count:]  # the placeholder after a row on the last day
+    return lists
 
 
 def month_figures(
@@ -498,7 +515,10 @@ def carried_levels(
     session: Session, kind: str, first: date, companies: list[str] | None
 ) -> dict[str, int]:
     """{company: the level carried into the day `first`}: its latest earlier row's, else 0;
-    one index seek per company."""
+    one index seek per company. Into a month's 1st (every report's period) the sums kept
+    per month answer it for the most part in one range (_rollup_sums.carried_into)."""
+    if first.day == 1:
+        return _rollup_sums.carried_into(session, kind, first, companies)
     carried = (
         select(DailyPeak.level)
         .where(DailyPeak.kind == kind, DailyPeak.company == Company.id, DailyPeak.day < first)
