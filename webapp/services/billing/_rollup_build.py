@@ -29,8 +29,9 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from ...database import bulk_cache
 from ...models import HistoryInterval
-from . import periods
+from . import _rollup_stream, periods
 
 # kind's rows as the history implies them; {bucket}, {day} and {midnight} are the dialect's
 # local-day functions (bucket i: the 1-based index of an instant's local day).
@@ -133,6 +134,8 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
     postgres = session.get_bind().dialect.name == "postgresql"
     params: dict[str, object] = {"kind": kind}
     bounds = _midnights(session, kind, tz)
+    if not postgres:
+        return _write_sqlite(session, kind, bounds)
     if bounds is None:
         sweep = "SELECT company, day, peak, level, last_at FROM daily_peaks WHERE 1 = 0"
     elif postgres:
@@ -246,3 +249,15 @@ def _register_sqlite(session: Session, first: date, midnights: list[datetime]) -
     create("rollup_bucket", 1, lambda at: bisect.bisect_right(stored, at), deterministic=True)
     create("rollup_day", 1, lambda i: days[i - 1], deterministic=True)
     create("rollup_midnight", 1, lambda i: stored[i - 1], deterministic=True)
+
+
+def _write_sqlite(session: Session, kind: str, bounds: tuple[date, list[datetime]] | None) -> int:
+    """write() on SQLite: the events swept in Python (_rollup_stream), on the session's
+    connection and in its transaction."""
+    first, midnights = bounds if bounds is not None else (date.min, [])
+    stored = [_stored(at) for at in midnights]
+    days = [(first + timedelta(days=n)).isoformat() for n in range(len(midnights))]
+    raw = session.connection().connection.dbapi_connection
+    assert raw is not None
+    with bulk_cache(session):
+        return _rollup_stream.write(raw, kind, stored, days)  # type: ignore[arg-type]
