@@ -29,7 +29,7 @@ WHERE kind = ? AND (end_at IS NULL OR end_at > start_at)
 GROUP BY company
 """
 
-# One company's kept rows of both tables in the form _text writes them (in key order, as the
+# One company's kept rows of both tables in the form _Table.company writes them (in key order, as the
 # indexes are read; another order only costs the comparison by key).
 _KEPT = """
 SELECT
@@ -44,9 +44,6 @@ Day = tuple[str, int, int, str]
 # A row of rollup_months without kind and company: (month, through, last_day, level).
 Month = tuple[str, int, str, int]
 
-# The columns the rows hold as int (the others are the strings SQLite stores).
-_INTEGERS = {"peak", "level", "through"}
-
 _LAST = "~"  # sorts after every stored instant: the end of a company's starts and ends
 
 # Pending writes are sent in batches of about this many rows (an executemany per statement).
@@ -60,16 +57,17 @@ def write(raw: sqlite3.Connection, kind: str, midnights: list[str], days: list[s
     peaks = _Table(raw, kind, "daily_peaks", ("day", "peak", "level", "last_at"))
     months = _Table(raw, kind, "rollup_months", ("month", "through", "last_day", "level"))
     sums: dict[str, list[int]] = {}
+    # Days are stored as YYYY-MM-DD: their month's first day and their day of the month.
+    calendar = {day: (day[:8] + "01", int(day[8:])) for day in days}
     seen: set[str] = set()
     count = 0
     for company, starts, ends in raw.execute(_HISTORY, (kind,)):
         rows = _company_days(starts.split(","), ends.split(",") if ends else [], midnights, days)
         seen.add(company)
         count += len(rows)
-        _add_days(sums, rows)
         kept_peaks, kept_months = raw.execute(_KEPT, (kind, company)).fetchone()
         pending = peaks.company(company, rows, kept_peaks)
-        pending += months.company(company, _months(rows), kept_months)
+        pending += months.company(company, _sums(rows, sums, calendar), kept_months)
         if pending >= _BATCH:
             peaks.flush()
             months.flush()
@@ -104,7 +102,9 @@ def _company_days(
     last = lo = hi = ""
     bucket = 0  # of the day being swept; 0 before the first
     while True:
-        at = min(starts[i], ends[j])
+        at, end = starts[i], ends[j]
+        if end < at:
+            at = end
         if at == _LAST:
             break
         before = level
@@ -128,10 +128,17 @@ def _company_days(
     return out
 
 
-def _add_days(sums: dict[str, list[int]], rows: list[Day]) -> None:
-    """Add one company's rows to the day sums of rollup_days: on each day with a row, the rise
-    of its peak and the change of its level over the level carried from its previous row."""
-    carried = 0
+def _sums(
+    rows: list[Day], sums: dict[str, list[int]], calendar: dict[str, tuple[str, int]]
+) -> list[Month]:
+    """Add one company's rows to the day sums of rollup_days (on each day with a row, the rise
+    of its peak and the change of its level over the level carried from its previous row), and
+    return its rows of rollup_months: per month the sum over its days of the peak (on a day
+    without a row, the level carried into it), its last day with a row and the level after
+    that. calendar: a day's month and day of the month."""
+    out: list[Month] = []
+    carried = through = previous = 0
+    month = last_day = ""
     for day, peak, level, _ in rows:
         s = sums.get(day)
         if s is None:
@@ -139,85 +146,66 @@ def _add_days(sums: dict[str, list[int]], rows: list[Day]) -> None:
         else:
             s[0] += peak - carried
             s[1] += level - carried
-        carried = level
-
-
-def _months(rows: list[Day]) -> list[Month]:
-    """One company's rows of rollup_months from its days: per month the sum over its days of
-    the peak (on a day without a row, the level carried into it), its last day with a row and
-    the level after that."""
-    out: list[Month] = []
-    carried = through = previous = 0
-    month = last_day = ""
-    for day, peak, level, _ in rows:
-        if not (month and day.startswith(month)):
+        first, dom = calendar[day]
+        if first != month:
             if month:
-                out.append((month + "-01", through, last_day, carried))
-            month, through, previous = day[:7], 0, 0  # stored as YYYY-MM-DD
-        dom = int(day[8:])
+                out.append((month, through, last_day, carried))
+            month, through, previous = first, 0, 0
         through += carried * (dom - previous - 1) + peak
         previous, carried, last_day = dom, level, day
     if month:
-        out.append((month + "-01", through, last_day, carried))
+        out.append((month, through, last_day, carried))
     return out
 
 
-def _text(rows: list[Any]) -> str | None:
-    """Rows as _KEPT reads them."""
-    if not rows:
-        return None
-    return ",".join([f"{a}|{b}|{c}|{d}" for a, b, c, d in rows])
-
-
 class _Table:
-    """The pending deletes, updates and inserts that bring one rollup table's rows of a kind,
-    company by company, to the ones computed: only the rows that differ from the kept ones."""
+    """The pending writes that bring one rollup table's rows of a kind, company by company, to
+    the ones computed: only the rows that differ from the kept ones."""
 
     def __init__(self, raw: sqlite3.Connection, kind: str, table: str, columns: tuple[str, ...]):
         self.raw, self.kind = raw, kind
         key, *values = columns
-        self.integers = [n for n, column in enumerate(columns) if column in _INTEGERS]
         # Only this module's table and column names go into these statements, never input.
         where = f"WHERE kind = ? AND company = ? AND {key} = ?"
         self.delete = f"DELETE FROM {table} {where}"  # noqa: S608
         assignments = ", ".join(f"{v} = ?" for v in values)
         self.update = f"UPDATE {table} SET {assignments} {where}"  # noqa: S608
+        self.move = f"UPDATE {table} SET {key} = ?, {assignments} {where}"  # noqa: S608
         marks = ", ".join("?" for _ in range(len(columns) + 2))
         self.insert = f"INSERT INTO {table} (kind, company, {', '.join(columns)}) VALUES ({marks})"  # noqa: S608
         self.deletes: list[tuple[Any, ...]] = []
         self.updates: list[tuple[Any, ...]] = []
+        self.moves: list[tuple[Any, ...]] = []
         self.inserts: list[tuple[Any, ...]] = []
 
     def company(self, company: str, rows: list[Any], kept: str | None) -> int:
         """Note the writes that make the company's rows `rows` (in key order) from the `kept`
         ones (as _KEPT reads them); returns how many writes are pending."""
-        if kept == _text(rows):
+        texts = [f"{a}|{b}|{c}|{d}" for a, b, c, d in rows]
+        if kept == (",".join(texts) if texts else None):
             return 0
-        old = {row[0]: row for row in self._parsed(kept)}
+        old = {text.partition("|")[0]: text for text in kept.split(",")} if kept else {}
         kind = self.kind
-        for row in rows:
+        added = []
+        for row, text in zip(rows, texts, strict=True):
             was = old.pop(row[0], None)
             if was is None:
-                self.inserts.append((kind, company, *row))
-            elif was != row:
+                added.append(row)
+            elif was != text:
                 self.updates.append((*row[1:], kind, company, row[0]))
-        self.deletes += [(kind, company, key) for key in old]
-        return len(self.deletes) + len(self.updates) + len(self.inserts)
-
-    def _parsed(self, kept: str | None) -> list[tuple[Any, ...]]:
-        """The kept rows as tuples of the computed ones' types."""
-        rows = []
-        for text in kept.split(",") if kept else ():
-            row: list[Any] = text.split("|")
-            for n in self.integers:
-                row[n] = int(row[n])
-            rows.append(tuple(row))
-        return rows
+        # A kept row whose key is gone takes the key of a new row: one write instead of a
+        # delete and an insert (keys gone are no new row's, keys new no kept row's).
+        gone = list(old)
+        self.moves += [(*row, kind, company, key) for key, row in zip(gone, added)]
+        self.deletes += [(kind, company, key) for key in gone[len(added) :]]
+        self.inserts += [(kind, company, *row) for row in added[len(gone) :]]
+        return len(self.deletes) + len(self.updates) + len(self.moves) + len(self.inserts)
 
     def flush(self) -> None:
         for statement, rows in (
             (self.delete, self.deletes),
             (self.update, self.updates),
+            (self.move, self.moves),
             (self.insert, self.inserts),
         ):
             if rows:
