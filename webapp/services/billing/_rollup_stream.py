@@ -29,8 +29,8 @@ WHERE kind = ? AND (end_at IS NULL OR end_at > start_at)
 GROUP BY company
 """
 
-# One company's kept rows of both tables in the form _Table.company writes them (in key order, as the
-# indexes are read; another order only costs the comparison by key).
+# One company's kept rows of both tables as the text _Table.company compares (in key order, as
+# the indexes are read; another order only costs the comparison by key).
 _KEPT = """
 SELECT
   (SELECT group_concat(day || '|' || peak || '|' || level || '|' || last_at, ',')
@@ -196,7 +196,7 @@ class _Table:
         # A kept row whose key is gone takes the key of a new row: one write instead of a
         # delete and an insert (keys gone are no new row's, keys new no kept row's).
         gone = list(old)
-        self.moves += [(*row, kind, company, key) for key, row in zip(gone, added)]
+        self.moves += [(*row, kind, company, key) for key, row in zip(gone, added, strict=False)]
         self.deletes += [(kind, company, key) for key in gone[len(added) :]]
         self.inserts += [(kind, company, *row) for row in added[len(gone) :]]
         return len(self.deletes) + len(self.updates) + len(self.moves) + len(self.inserts)
