@@ -15,8 +15,9 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py). It is
-  set-based (_rollup_build: a few statements per kind), held row for row to the Python sweep
-  it replaced (bench/rollup_reference.py).
+  set-based on PostgreSQL (_rollup_build: a few statements per kind) and one read of the history
+  swept in Python on SQLite (_rollup_stream), held row for row to the Python sweep it replaced
+  (bench/rollup_reference.py).
 
 Every write of rows also notes, for the closed months whose figures depend on them, the companies
 written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
