@@ -49,7 +49,7 @@ def test_an_operations_answer_is_jsonifys_byte_for_byte(app):
     from webapp.rest.ops import json_response
 
     payloads = [
-        {"result": "success", "values": [{"a": "é\u2028😀\x00\"\\/", "n": None}], "numrows": 1},
+        {"result": "success", "values": [{"a": 'é\u2028😀\x00"\\/', "n": None}], "numrows": 1},
         {"result": "success", "big": 2**70, "flag": True, "empty": [{}]},
         {"result": "success", "del": "a\x7fb"},
         {"result": "success", "surrogate": "\ud800"},
