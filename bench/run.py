@@ -26,6 +26,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from .close_changes import close_changes_scenarios
 from .data import ROOT, ensure_data
 from .downloads import download_scenarios
 from .events import event_scenarios
@@ -68,6 +69,7 @@ def _scale_url(base: str, folder: Path) -> str:
 GROUPS = {
     "report": "report scenarios",
     "month-close": "month close (close, closed report, readAdjustments)",
+    "close-changes": "changes since a close after a late batch (on a copy of the data set)",
     "growth": "growth",
     "rollup": "rollup rebuild (flask history rollup; in a rolled-back transaction)",
     "import": "DDI import (on a copy of the data set)",
@@ -142,6 +144,7 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
     scenarios: dict[str, Callable[[], list[Result]]] = {
         "report": lambda: report_scenarios(full, label, repeat),
         "month-close": lambda: month_close_scenarios(full, label, repeat),
+        "close-changes": lambda: close_changes_scenarios(full, label, quick=args.quick),
         "growth": lambda: growth_scenarios(sorted(urls.items()), label, repeat),
         # Minutes a run at full size for the row-by-row reference: once, not `repeat` times.
         "rollup": lambda: rollup_scenarios(full, label),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import pairwise
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from webapp.extensions import db
 from webapp.models import (
@@ -103,9 +103,11 @@ def _rollup_rows() -> dict[str, list[tuple]]:
         "daily_peaks": select(p.kind, p.company, p.day, p.peak, p.level, p.last_at).order_by(
             p.kind, p.company, p.day
         ),
-        # A day whose sums went back to zero may keep its row: the same sums as no row.
-        "rollup_days": select(d.kind, d.day, d.rise, d.change)
-        .where((d.rise != 0) | (d.change != 0))
+        # A day's sums are those of its slots' rows; a day whose sums went back to zero may
+        # keep rows: the same sums as none.
+        "rollup_days": select(d.kind, d.day, func.sum(d.rise), func.sum(d.change))
+        .group_by(d.kind, d.day)
+        .having((func.sum(d.rise) != 0) | (func.sum(d.change) != 0))
         .order_by(d.kind, d.day),
         "rollup_months": select(
             m.kind, m.month, m.company, m.through, m.last_day, m.level

@@ -38,3 +38,29 @@ def test_unknown_company_in_a_batch_names_its_row(factory):
     r = factory.api(admin, "create", {"type": "ddi", "values": batch})
     assert r.status_code == 400
     assert r.json["error"]["fields"] == {"values[2].company": "unknown company"}
+
+
+def test_an_operations_answer_is_jsonifys_byte_for_byte(app):
+    """rest.ops.json_response encodes with pydantic_core: the same bytes and headers as
+    jsonify, for what the two would write alike and for what they would not (a DEL, a lone
+    surrogate), and debug mode's indented answer as jsonify gives it."""
+    from flask import jsonify
+
+    from webapp.rest.ops import json_response
+
+    payloads = [
+        {"result": "success", "values": [{"a": 'é\u2028😀\x00"\\/', "n": None}], "numrows": 1},
+        {"result": "success", "big": 2**70, "flag": True, "empty": [{}]},
+        {"result": "success", "del": "a\x7fb"},
+        {"result": "success", "surrogate": "\ud800"},
+    ]
+    for debug in (False, True):
+        app.debug = debug
+        try:
+            with app.test_request_context():
+                for payload in payloads:
+                    ours, flasks = json_response(payload), jsonify(payload)
+                    assert ours.get_data() == flasks.get_data()
+                    assert list(ours.headers) == list(flasks.headers)
+        finally:
+            app.debug = False

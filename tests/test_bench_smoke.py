@@ -55,7 +55,7 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 32, run.stdout
+    assert len(table) == 33, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("numbers stock, 10,000 rows (flask numbers stock)" in line for line in table)
     assert any("allocate 100 numbers by prefix from 10,000 available" in line for line in table)
@@ -65,6 +65,7 @@ def test_bench_smoke(tmp_path):
     assert any("month close, 120 companies" in line for line in table)
     assert any("closed month's report, all companies" in line for line in table)
     assert any("readAdjustments, all companies" in line for line in table)
+    assert any("changes since a close, late batch into 12 companies" in line for line in table)
     assert sum("events read, Company-Admin" in line for line in table) == 2
     assert any("events read, System-Admin, 1,000 events" in line for line in table)
     batch = "batch create with events, 1,000 DDIs a request (4 requests each way"

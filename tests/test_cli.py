@@ -196,6 +196,8 @@ def test_demo_seed_refuses_a_database_with_companies_or_accounts_and_writes_noth
     assert {m: count(m) for m in models} == before
 
 
+# This test and the next name a SQLite file of their own, whatever TEST_DATABASE_URL: once.
+@pytest.mark.database_independent
 def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     env = {
         **os.environ,
@@ -214,6 +216,7 @@ def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     assert_one_line_error(result, "db upgrade")
 
 
+@pytest.mark.database_independent
 def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
     env = {
         **os.environ,
@@ -233,6 +236,8 @@ def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
         assert result.returncode == 0, result.stderr
 
 
+# Click refuses these before the command opens the database: once per `make test`.
+@pytest.mark.database_independent
 @pytest.mark.parametrize(
     "args",
     [
@@ -249,6 +254,7 @@ def test_usage_mistakes_are_one_line_and_exit_1(flask, args):
     assert result.returncode == 1
 
 
+@pytest.mark.database_independent  # a server on no port, whatever TEST_DATABASE_URL
 def test_an_unreachable_database_is_one_line(tmp_path):
     env = {
         **os.environ,

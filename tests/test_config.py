@@ -144,6 +144,8 @@ def test_single_sign_on_needs_its_three_settings_together():
     )
 
 
+# A bad setting is refused before any database is opened: once per `make test`.
+@pytest.mark.database_independent
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "value"),
@@ -182,6 +184,7 @@ def test_a_missing_postgresql_database_is_one_line_saying_how_to_create_it(tmp_p
     assert line.endswith("as a role allowed to create databases (e.g. add -U postgres)")
 
 
+@pytest.mark.database_independent  # refused before any database is opened
 @pytest.mark.slow
 def test_gunicorn_refuses_to_boot_with_a_bad_setting(tmp_path):
     """The server started as docs/deploy.md says (gunicorn.conf.py: its master checks before any
@@ -262,6 +265,7 @@ def test_gunicorn_warns_when_several_workers_count_rate_limits_alone(app, tmp_pa
         assert "Traceback" not in text
 
 
+@pytest.mark.database_independent  # a SQLite URL of its own, whatever TEST_DATABASE_URL
 @pytest.mark.slow
 def test_a_database_that_cannot_be_opened_is_one_line_for_every_command(tmp_path):
     """A DATABASE_URL that passes the check but cannot be opened (here a folder where the
@@ -281,6 +285,7 @@ def test_a_database_that_cannot_be_opened_is_one_line_for_every_command(tmp_path
         ), (args, done.stderr)
 
 
+@pytest.mark.database_independent  # a SQLite file of its own, whatever TEST_DATABASE_URL
 @pytest.mark.slow
 def test_the_delivery_worker_on_a_database_never_migrated_says_so_and_exits(tmp_path):
     """Not an outage to wait out: one line saying what to run, exit 1, even without --once."""

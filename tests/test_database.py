@@ -68,6 +68,54 @@ def test_a_requests_read_connection_gives_way_to_its_session(app):
     assert pool.checkedout() == 0
 
 
+def test_read_rows_gives_what_sqlalchemy_gives(app):
+    """database.read_rows runs a SELECT on the driver itself: the same values as
+    Connection.execute (timestamps, booleans, the statement's own literal values, a list to
+    expand), on the plain read connection and inside the Session's transaction alike."""
+    from datetime import datetime
+
+    from sqlalchemy import bindparam, literal, true
+
+    from webapp.database import read_rows
+    from webapp.models import Account, ApiToken
+
+    with write_transaction() as session:
+        session.add(Company(id="initech", name="Initech"))
+        account = Account(username="peter", password_hash="x", system_admin=True)
+        session.add(account)
+        session.flush()
+        used = datetime(2026, 3, 1, 2, 3, 4, 567)
+        session.add(
+            ApiToken(account=account, label="", token_hash="h" * 64, prefix="p", last_used_at=used)
+        )
+    statements = {
+        "typed": select(
+            ApiToken.last_used_at,
+            Account.system_admin,
+            Account.active,
+            literal("x").label("lit"),
+            true().label("yes"),
+        )
+        .join(Account, Account.id == ApiToken.account_id)
+        .where(ApiToken.token_hash == bindparam("digest"), Account.username == "peter"),
+        "expanding": select(Company.id).where(Company.id.in_(bindparam("ids", expanding=True))),
+    }
+    params = {"digest": "h" * 64, "ids": ["initech", "x"]}
+    expected = {
+        name: [tuple(r) for r in db.session.execute(s, params)] for name, s in statements.items()
+    }
+    db.session.remove()
+    assert expected["typed"] == [(used, True, True, "x", True)]
+    assert expected["expanding"] == [("initech",)]
+    with app.test_request_context("/rest/ops/read", method="POST"):
+        for name, statement in statements.items():
+            assert read_rows(statement, params) == expected[name]
+        with write_transaction():
+            for name, statement in statements.items():
+                assert read_rows(statement, params) == expected[name]
+    db.session.remove()
+
+
 def test_outside_a_request_reads_take_the_sessions_connection(app):
     assert read_connection() is db.session.connection()
     db.session.remove()

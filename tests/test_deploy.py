@@ -236,6 +236,7 @@ def parsed(unit: Path) -> configparser.ConfigParser:
     return parser
 
 
+@pytest.mark.database_independent  # the unit files alone
 def test_systemd_units_parse(tmp_path):
     """Each unit as systemd reads it (systemd-analyze verify when there is one: unknown keys,
     missing executables); in any case the keys each kind of unit needs."""

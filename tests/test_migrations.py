@@ -24,7 +24,7 @@ def test_models_and_migrations_agree(app):
 
 def test_the_sums_migration_derives_what_the_rollup_keeps(app, factory):
     """Migration 0009 fills rollup_days and rollup_months from the daily_peaks already there
-    with its own frozen copy of the derivation, and 0029 rollup_latest from rollup_months: they
+    with its own frozen copy of the derivation, and 0030 rollup_latest from rollup_months: they
     must give what the app keeps."""
     import importlib.util
     import random
@@ -61,9 +61,9 @@ def test_the_sums_migration_derives_what_the_rollup_keeps(app, factory):
         session.execute(delete(RollupMonth))
         migration._derive(session.connection())
     assert _rollup_rows() == kept
-    # Migration 0029 fills rollup_latest from those rollup_months.
-    path = Path(__file__).parent.parent / "migrations/versions/0029_rollup_latest.py"
-    spec = importlib.util.spec_from_file_location("migration_0029", path)
+    # Migration 0030 fills rollup_latest from those rollup_months.
+    path = Path(__file__).parent.parent / "migrations/versions/0030_rollup_latest.py"
+    spec = importlib.util.spec_from_file_location("migration_0030", path)
     assert spec is not None and spec.loader is not None
     latest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(latest)

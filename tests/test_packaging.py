@@ -17,6 +17,10 @@ import pytest
 import webapp
 from webapp.config import ConfigError
 
+# Console scripts without DATABASE_URL and the package's own paths: the same on both databases,
+# so once per `make test`.
+pytestmark = pytest.mark.database_independent
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "telephony-admin"
 

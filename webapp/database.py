@@ -14,17 +14,28 @@ import json
 import os
 import select
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from flask import has_request_context, request
-from sqlalchemy import JSON, ColumnElement, Table, any_, bindparam, event, text
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    Table,
+    any_,
+    bindparam,
+    event,
+    text,
+)
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Compiled, Connection, Dialect, Engine
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -366,6 +377,92 @@ def read_connection() -> Connection:
             environ[READ_CONNECTION_KEY] = connection
         return connection
     return db.session.connection()
+
+
+def read_rows(statement: Select[Any] | CompoundSelect, params: Mapping[str, Any]) -> list[Any]:
+    """The rows of a Core SELECT on the request's read connection (`read_connection`), as
+    tuples by column position.
+
+    On the plain read connection the statement goes straight to the driver: compiled once for
+    the dialect (`_driver_plan`), its parameters put in the driver's form, the driver's rows
+    converted by the columns' own result processors (SQLite's timestamps and booleans), so
+    the values are those Connection.execute gives. Its execution path (cache key, execution
+    context, Row objects, and on SQLite a BEGIN and ROLLBACK around the request's reads) cost
+    more than an API read's two statements (issue 30). Without a transaction around them, the
+    token check and the read each see what was committed when they ran, as on PostgreSQL
+    already. A statement the plan cannot take (a list of values to expand), the Session's
+    connection, and a driver error (retried once through SQLAlchemy, which then raises it as
+    its DBAPIError, and notices a dropped connection) take SQLAlchemy's own path."""
+    connection = read_connection()
+    plan = None if connection.in_transaction() else _driver_plan(statement, connection.dialect)
+    if plan is None:
+        return [tuple(row) for row in connection.execute(statement, params)]
+    driver: Any = connection.connection.driver_connection
+    try:
+        cursor = driver.cursor()
+        try:
+            cursor.execute(plan.sql, plan.parameters(params))
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    except connection.dialect.loaded_dbapi.Error:
+        return [tuple(row) for row in connection.execute(statement, params)]
+    return plan.convert(rows)
+
+
+class _DriverPlan:
+    """A SELECT compiled for one dialect: its SQL text, how to make the driver's parameters
+    from the statement's, and how to convert the driver's rows (module `read_rows`)."""
+
+    def __init__(self, compiled: Compiled, dialect: Dialect) -> None:
+        self.compiled = compiled
+        self.sql = compiled.string
+        binds = compiled.binds  # type: ignore[attr-defined]
+        self.bind_processors = {
+            name: process
+            for name, bind in binds.items()
+            if (process := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        }
+        self.positions: list[str] | None = compiled.positiontup  # type: ignore[attr-defined]
+        statement: Any = compiled.statement
+        processors = [
+            column.type.dialect_impl(dialect).result_processor(dialect, None)
+            for column in statement.selected_columns
+        ]
+        self.result_processors = [(i, p) for i, p in enumerate(processors) if p is not None]
+
+    def parameters(self, params: Mapping[str, Any]) -> Any:
+        """The driver's parameters: a sequence in placeholder order (qmark, SQLite), else a
+        dict by name (pyformat, psycopg); the statement's own values included."""
+        values: Any = self.compiled.construct_params(dict(params))
+        for name, process in self.bind_processors.items():
+            values[name] = process(values[name])
+        if self.positions is not None:
+            return [values[name] for name in self.positions]
+        return values
+
+    def convert(self, rows: list[Any]) -> list[Any]:
+        if not self.result_processors:
+            return rows
+        converted = []
+        for row in rows:
+            values = list(row)
+            for i, process in self.result_processors:
+                values[i] = process(values[i])
+            converted.append(tuple(values))
+        return converted
+
+
+@lru_cache(maxsize=256)
+def _driver_plan(statement: Select[Any] | CompoundSelect, dialect: Dialect) -> _DriverPlan | None:
+    """The statement's _DriverPlan, made once per statement object (the callers' statements are
+    built once and kept); None when a parameter needs SQLAlchemy at execution time (an
+    expanding IN list, a value rendered into the text)."""
+    compiled = statement.compile(dialect=dialect)
+    binds: Any = compiled.binds
+    if any(b.expanding or b.literal_execute for b in binds.values()):
+        return None
+    return _DriverPlan(compiled, dialect)
 
 
 def end_read_connection(_exc: BaseException | None = None) -> None:

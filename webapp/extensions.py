@@ -62,6 +62,11 @@ class ProcessCounters(Storage):
         return ValueError  # nothing here fails like a server can
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        return self.incr_window(key, expiry, amount)[0]
+
+    def incr_window(self, key: str, expiry: int, amount: int = 1) -> tuple[int, float]:
+        """incr, answering the window's expiry too: what get_expiry would say right after
+        (the API's limit reads both for every request, rest/rate_limit.py)."""
         now = time.time()
         with self._lock:
             if now >= self._next_sweep:
@@ -71,7 +76,7 @@ class ProcessCounters(Storage):
             if expires <= now:
                 count, expires = 0, now + expiry
             self._counters[key] = (count + amount, expires)
-            return count + amount
+            return count + amount, expires
 
     def get(self, key: str) -> int:
         count, expires = self._counters.get(key, (0, 0.0))

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -452,14 +453,16 @@ class RollupDay(Model):
     (0 if none): `rise` sums peak - carried and `change` sums level - carried. So the sum of
     every company's level at the end of a day is the sum of `change` up to it, and a day's sum
     of every company's peak is the level at the end of the day before plus its `rise`: a
-    report's totals row without reading a row per company. One row per day, updated by every
-    writer of the kind that day: its lock is held from the rollup step to commit.
+    report's totals row without reading a row per company. A day's sums are those of its rows:
+    a writer adds to the row of its connection's `slot` (migration 0029), so writers on other
+    connections do not wait for its commit; the full rebuild writes slot 0.
     """
 
     __tablename__ = "rollup_days"
 
     kind: Mapped[str] = mapped_column(String(8), primary_key=True)
     day: Mapped[date] = mapped_column(Date, primary_key=True)
+    slot: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0, server_default="0")
     rise: Mapped[int] = mapped_column(BigInteger)
     change: Mapped[int] = mapped_column(BigInteger)
 

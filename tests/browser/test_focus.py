@@ -11,7 +11,9 @@ from playwright.sync_api import Page, expect
 
 from .conftest import wait_for_htmx
 
-pytestmark = pytest.mark.slow  # a real browser
+# A real browser; what these judge is where static/app.js puts the focus after a swap, the
+# same on both databases, so once per `make test` (as test_axe.py).
+pytestmark = [pytest.mark.slow, pytest.mark.database_independent]
 
 ADMIN = {"system_admin": True}
 

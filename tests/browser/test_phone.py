@@ -17,7 +17,9 @@ from webapp.models import HistoryInterval
 from ..factories import rollup_rebuilt
 from .conftest import PASSWORD, VIEWPORT, wait_for_htmx
 
-pytestmark = pytest.mark.slow  # a real browser
+# A real browser; what these judge is the pages' layout at phone width (markup, style and
+# static/app.js), the same on both databases, so once per `make test` (as test_axe.py).
+pytestmark = [pytest.mark.slow, pytest.mark.database_independent]
 
 PHONE = {"width": 390, "height": 844}
 LONG_NAME = "Acme Telecommunications International Holdings Ltd"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, NotRequired, get_args
 
-from flask import current_app, jsonify, request
+from flask import Response, current_app, jsonify, request
 from pydantic import ConfigDict, Field
+from pydantic_core import PydanticSerializationError, to_json
 from typing_extensions import TypedDict
 from werkzeug.exceptions import UnsupportedMediaType
 
@@ -209,5 +210,24 @@ def delete():
     return _success(numrows=crud.delete_rows(principal, kind, body.get("scope")))
 
 
-def _success(**fields: Any):
-    return jsonify({"result": "success", **fields})
+def _success(**fields: Any) -> Response:
+    return json_response({"result": "success", **fields})
+
+
+def json_response(payload: dict[str, Any]) -> Response:
+    """`jsonify(payload)`, byte for byte, encoded by pydantic_core: Python's encoder took a
+    tenth of an API read of 100 rows (issue 30). Only for a payload of str, int, bool, None,
+    lists and dicts (the operations' answers), as pydantic_core writes some floats (1e-07), a
+    datetime, a Decimal or a set otherwise than Flask's provider. What the two would write
+    differently even then (a DEL character, which json escapes, a lone surrogate, which
+    pydantic_core refuses) and debug mode's indented answers go through jsonify."""
+    if current_app.debug:
+        return jsonify(payload)
+    try:
+        body = to_json(payload, ensure_ascii=True)
+    except PydanticSerializationError:
+        return jsonify(payload)
+    if b"\x7f" in body:
+        return jsonify(payload)
+    # jsonify's answer: its mimetype, compact separators, a newline at the end.
+    return current_app.response_class(body + b"\n", mimetype="application/json")

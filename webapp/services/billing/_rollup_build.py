@@ -1,5 +1,7 @@
-"""The full rebuild of one kind's rollup (daily_peaks and its sums) as a few set-based
-statements, instead of sweeping every company's events in Python.
+"""The full rebuild of one kind's rollup (daily_peaks and its sums) on PostgreSQL as a few
+set-based statements, instead of sweeping every company's events in Python. SQLite runs
+_rollup_stream instead (one read of the history swept in Python: faster there), on the same
+local midnights.
 
 `day_peak.sweep` stays the definition; this is its equivalent in SQL, held to the row-by-row
 rebuild (bench/rollup_reference.py) row for row by tests/test_rollup_build.py:
@@ -13,16 +15,15 @@ rebuild (bench/rollup_reference.py) row for row by tests/test_rollup_build.py:
    from midnight until then); the level is the one after its last instant, last_at that instant.
 
 The local day of an instant is found among the local midnights Python computes
-(periods.local_midnight_utc, the same function sweep uses): PostgreSQL's width_bucket over them
-as an array, a function registered on the SQLite connection bisecting them as stored strings.
-So the days never depend on the database's own time-zone data. The sums (rollup_days,
-rollup_months) are then derived from the rows just written by two windows over the primary key,
-and rollup_latest from rollup_months by a third.
+(periods.local_midnight_utc, the same function sweep uses): width_bucket over them as an
+array (on SQLite, _rollup_stream bisects them as stored strings). So the days never depend on
+the database's own time-zone data. The sums (rollup_days, rollup_months) are then derived from
+the rows just written by two windows over the primary key, and on both databases
+rollup_latest from rollup_months by a third.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -30,8 +31,9 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from ...database import bulk_cache
 from ...models import HistoryInterval
-from . import periods
+from . import _rollup_stream, periods
 
 # kind's rows as the history implies them; {bucket}, {day} and {midnight} are the dialect's
 # local-day functions (bucket i: the 1-based index of an instant's local day).
@@ -146,9 +148,13 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
     postgres = session.get_bind().dialect.name == "postgresql"
     params: dict[str, object] = {"kind": kind}
     bounds = _midnights(session, kind, tz)
+    if not postgres:
+        written = _write_sqlite(session, kind, bounds)
+        _sync(session, _LATEST, _LATEST_ROWS, {"kind": kind})
+        return written
     if bounds is None:
         sweep = "SELECT company, day, peak, level, last_at FROM daily_peaks WHERE 1 = 0"
-    elif postgres:
+    else:
         # The sorts of a whole kind's events; the default 4 MB spills them to disk.
         session.execute(text("SET LOCAL work_mem = '128MB'"))
         params.update(first=bounds[0], midnights=bounds[1])
@@ -158,35 +164,16 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
             day="CAST(:first AS date) + (i - 1)",
             midnight="(CAST(:midnights AS timestamp[]))[i]",
         )
-    else:
-        _register_sqlite(session, *bounds)
-        sweep = _SWEEP.format(
-            # Merged from the two (kind, company, instant) indexes in order, not sorted.
-            events_order="ORDER BY 1, 2",
-            bucket="rollup_bucket(t)",
-            day="rollup_day(i)",
-            midnight="rollup_midnight(i)",
-        )
     written = _sync(session, _PEAKS, sweep, params)
     session.execute(text("DELETE FROM rollup_days WHERE kind = :kind"), params)
     session.execute(text(_DAYS), params)
-    if postgres:
-        months = _MONTHS.format(
-            month="CAST(date_trunc('month', day) AS date)",
-            dom="CAST(EXTRACT(DAY FROM day) AS INTEGER)",
-            before_month="CAST(date_trunc('month', LAG(day) OVER w) AS date)",
-            before_dom="CAST(EXTRACT(DAY FROM LAG(day) OVER w) AS INTEGER)",
-            after_month="CAST(date_trunc('month', LEAD(day) OVER w) AS date)",
-        )
-    else:
-        months = _MONTHS.format(
-            # Days are stored as YYYY-MM-DD: their parts by position, not date().
-            month="substr(day, 1, 8) || '01'",
-            dom="CAST(substr(day, 9, 2) AS INTEGER)",
-            before_month="substr(LAG(day) OVER w, 1, 8) || '01'",
-            before_dom="CAST(substr(LAG(day) OVER w, 9, 2) AS INTEGER)",
-            after_month="substr(LEAD(day) OVER w, 1, 8) || '01'",
-        )
+    months = _MONTHS.format(
+        month="CAST(date_trunc('month', day) AS date)",
+        dom="CAST(EXTRACT(DAY FROM day) AS INTEGER)",
+        before_month="CAST(date_trunc('month', LAG(day) OVER w) AS date)",
+        before_dom="CAST(EXTRACT(DAY FROM LAG(day) OVER w) AS INTEGER)",
+        after_month="CAST(date_trunc('month', LEAD(day) OVER w) AS date)",
+    )
     _sync(session, _MONTH_ROWS, months, {"kind": kind})
     _sync(session, _LATEST, _LATEST_ROWS, {"kind": kind})
     return written
@@ -250,13 +237,13 @@ def _stored(at: datetime) -> str:
     return f"{at:%Y-%m-%d %H:%M:%S}.{at.microsecond:06d}"
 
 
-def _register_sqlite(session: Session, first: date, midnights: list[datetime]) -> None:
-    """The bucket, day and midnight functions of this rebuild, on the session's connection."""
+def _write_sqlite(session: Session, kind: str, bounds: tuple[date, list[datetime]] | None) -> int:
+    """write() on SQLite: the events swept in Python (_rollup_stream), on the session's
+    connection and in its transaction."""
+    first, midnights = bounds if bounds is not None else (date.min, [])
     stored = [_stored(at) for at in midnights]
     days = [(first + timedelta(days=n)).isoformat() for n in range(len(midnights))]
     raw = session.connection().connection.dbapi_connection
     assert raw is not None
-    create = raw.create_function
-    create("rollup_bucket", 1, lambda at: bisect.bisect_right(stored, at), deterministic=True)
-    create("rollup_day", 1, lambda i: days[i - 1], deterministic=True)
-    create("rollup_midnight", 1, lambda i: stored[i - 1], deterministic=True)
+    with bulk_cache(session):
+        return _rollup_stream.write(raw, kind, stored, days)  # type: ignore[arg-type]

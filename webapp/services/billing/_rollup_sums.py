@@ -21,21 +21,25 @@ rows (`replace`, which reads its latest month row again); a full rebuild derives
 tests/invariants.py holds them to a rebuild after every write sequence, and the ranking tests
 hold the figures read from them to the report's.
 
-Writers of a kind all update that day's rollup_days row, so its row lock is held from the
-rollup step to the commit; rows are always updated in day order, so two writers cannot
-deadlock on them.
+A day's sums are spread over a few rollup_days rows, one per writer slot (migration 0029): on
+PostgreSQL a connection keeps one slot, drawn at random, so a writer holds the lock of its own
+slot's row of the day until it commits and writers on other slots do not wait for it (with
+one row per day, every write of a kind ran after the one before, whatever its companies).
+Within a transaction rows are always updated in day order on one slot, so two writers cannot
+deadlock on them. SQLite has one writer at a time: slot 0, as the full rebuild writes.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from ...models import Company, DailyPeak, RollupDay, RollupLatest, RollupMonth
 from . import periods
@@ -249,19 +253,34 @@ def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int
         )
 
 
+SLOTS = 8  # rollup_days rows a day's sums may spread over (PostgreSQL)
+
+
+def _slot(session: Session) -> int:
+    """The connection's writer slot: drawn once per database connection, so a transaction
+    updates one slot's rows (its lock order stays day order) and concurrent transactions,
+    each on its own connection, mostly different ones."""
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        return 0
+    return connection.info.setdefault("rollup_slot", random.randrange(SLOTS))
+
+
 def add_days(session: Session, kind: str, deltas: DayDeltas) -> None:
-    """Add (rise, change) to each day's row, creating it when missing; in day order (the lock
-    order every writer keeps). Days whose sums do not move are not touched."""
+    """Add (rise, change) to each day's row of the connection's slot, creating it when
+    missing; in day order (the lock order every writer keeps). Days whose sums do not move
+    are not touched. Guarantees: each day's sums over its slots move by exactly `deltas`."""
+    slot = _slot(session)
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     for day in sorted(deltas):
         rise, change = deltas[day]
         if rise == 0 and change == 0:
             continue
-        values = {"kind": kind, "day": day, "rise": rise, "change": change}
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+        values = {"kind": kind, "day": day, "slot": slot, "rise": rise, "change": change}
         statement = dialect.insert(RollupDay).values(**values)
         session.execute(
             statement.on_conflict_do_update(
-                index_elements=[RollupDay.kind, RollupDay.day],
+                index_elements=[RollupDay.kind, RollupDay.day, RollupDay.slot],
                 set_={
                     "rise": RollupDay.rise + statement.excluded.rise,
                     "change": RollupDay.change + statement.excluded.change,
@@ -326,6 +345,31 @@ def everyone_figures(
     return totals, day_totals(session, kind, period)
 
 
+def carried_into(
+    session: Session, kind: str, month: date, companies: list[str] | None
+) -> dict[str, int]:
+    """{company: the level it carries into `month` (a 1st)}, what rollups.carried_levels
+    answers, from the sums: its latest earlier month's `level`, else 0. One range of the
+    month before's rows (most companies have one), and a seek only for each company without."""
+    before = month_of(month - timedelta(days=1))
+    m, previous = RollupMonth, aliased(RollupMonth)
+    earlier = (
+        select(m.level)
+        .where(m.kind == kind, m.company == Company.id, m.month < before)
+        .order_by(m.month.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    # COALESCE asks `earlier` only when the month before has no row (both databases).
+    query = select(Company.id, func.coalesce(previous.level, earlier)).outerjoin(
+        previous,
+        and_(previous.kind == kind, previous.month == before, previous.company == Company.id),
+    )
+    if companies is not None:
+        query = query.where(Company.id.in_(companies))
+    return {company: level or 0 for company, level in session.connection().execute(query)}
+
+
 def day_totals(session: Session, kind: str, period: periods.Period) -> list[int]:
     """Each day's sum over every company of its daily peak, from rollup_days alone: one row
     per day, whatever the number of companies."""
@@ -340,9 +384,11 @@ def day_totals(session: Session, kind: str, period: periods.Period) -> list[int]
         ).scalar_one()
     )
     rows = {
-        day: (rise, change)
+        day: (int(rise), int(change))
         for day, rise, change in connection.execute(
-            select(d.day, d.rise, d.change).where(d.kind == kind, d.day >= first, d.day <= last)
+            select(d.day, func.sum(d.rise), func.sum(d.change))
+            .where(d.kind == kind, d.day >= first, d.day <= last)
+            .group_by(d.day)
         )
     }
     sums = []

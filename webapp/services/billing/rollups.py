@@ -15,8 +15,9 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
 - A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
   REPORT_TIMEZONE changes; until then reports compute from the history (reports.py). It is
-  set-based (_rollup_build: a few statements per kind), held row for row to the Python sweep
-  it replaced (bench/rollup_reference.py).
+  set-based on PostgreSQL (_rollup_build: a few statements per kind) and one read of the history
+  swept in Python on SQLite (_rollup_stream), held row for row to the Python sweep it replaced
+  (bench/rollup_reference.py).
 
 Every write of rows also notes, for the closed months whose figures depend on them, the companies
 written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
@@ -400,12 +401,61 @@ def peak_lists(
     (None: every company). Two queries: each company's level carried into the period (or
     `carried`, carried_levels' answer when the caller has it), and the period's rows; the days
     between rows are filled with the level the previous row left."""
-    level = (
-        carried
-        if carried is not None
-        else carried_levels(session, kind, period.days[0].day, companies)
+    first, last = period.days[0].day, period.days[-1].day
+    p = DailyPeak
+    # A report's period is a month from its 1st: a day's index is its day of the month - 1,
+    # worked out by the database. Any other span (a company page's months at once) maps days.
+    one_month = first.day == 1 and (first.year, first.month) == (last.year, last.month)
+    index = cast(extract("day", p.day), Integer) - 1 if one_month else p.day
+    # In day order, the index's own (no sort): each company's rows come in order.
+    in_period = (
+        select(p.company, index, p.peak, p.level)
+        .where(p.kind == kind, p.day >= first, p.day <= last)
+        .order_by(p.day)
     )
-    return lists_of(period_rows(session, kind, period, companies), level, len(period.days))
+    if companies is not None:
+        in_period = in_period.where(p.company.in_(companies))
+    level = carried if carried is not None else carried_levels(session, kind, first, companies)
+    found: Sequence[Any]
+    if one_month:
+        # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
+        # to convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more
+        # than the loop below.
+        result = session.connection().execute(in_period)
+        found = result.cursor.fetchall()
+        result.close()
+    else:
+        position = {d.day: i for i, d in enumerate(period.days)}
+        rows: Sequence[Any] = session.connection().execute(in_period).all()
+        found = [(company, position[day], peak, lv) for company, day, peak, lv in rows]
+    return _filled(level, found, len(period.days))
+
+
+def _filled(
+    carried: dict[str, int], rows: Iterable[tuple[str, int, int, int]], count: int
+) -> dict[str, list[int]]:
+    """{company: `count` day values} from each company's level carried into the first day
+    and its rows (company, day index, peak, end level) in day order: a day without a row has
+    the level the company's previous row left (or the carried one).
+
+    One pass over the rows, no object made per row: each company's list ends with a
+    placeholder, the level its next day starts with; a row fills the quiet days before it
+    with that level (one list repeat) and puts its own peak and end level in its place."""
+    lists = {company: [level] for company, level in carried.items()}
+    for company, i, peak, end_level in rows:
+        values = lists.get(company)
+        if values is None:  # a company the caller's `carried` does not name: nothing carried
+            values = lists[company] = [0]
+        if i >= len(values):
+            values += [values[-1]] * (i + 1 - len(values))
+        values[i] = peak
+        values.append(end_level)
+    for values in lists.values():
+        if len(values) < count:
+            values += [values[-1]] * (count - len(values))
+        else:
+            del values[count:]  # the placeholder after a row on the last day
+    return lists
 
 
 Rows = dict[str, list[tuple[int, int, int]]]  # {company: [(day index, peak, level)] in day order}
@@ -517,7 +567,10 @@ def carried_levels(
     session: Session, kind: str, first: date, companies: list[str] | None
 ) -> dict[str, int]:
     """{company: the level carried into the day `first`}: its latest earlier row's, else 0;
-    one index seek per company."""
+    one index seek per company. Into a month's 1st (every report's period) the sums kept
+    per month answer it for the most part in one range (_rollup_sums.carried_into)."""
+    if first.day == 1:
+        return _rollup_sums.carried_into(session, kind, first, companies)
     carried = (
         select(DailyPeak.level)
         .where(DailyPeak.kind == kind, DailyPeak.company == Company.id, DailyPeak.day < first)

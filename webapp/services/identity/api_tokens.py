@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
-from ...database import read_connection, utcnow, write_transaction
+from ...database import read_rows, utcnow, write_transaction
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import Account, ApiToken, account_admin_companies, account_reporting_companies
@@ -123,28 +123,32 @@ def authenticate(raw: str, via: str = "api", digest: str | None = None) -> Princ
         return None
     if digest is None:
         digest = hash_token(raw)
-    # On the request's read connection: a Core statement needs none of the ORM Session.
-    rows = read_connection().execute(_token_query(), {"digest": digest}).all()
-    head = next((r for r in rows if r.kind == "token"), None)
+    # On the request's read connection, straight to the driver (database.read_rows): the
+    # columns by position, as _token_query lists them.
+    rows = read_rows(_token_query(), {"digest": digest})
+    head = next((r for r in rows if r[0] == "token"), None)
     if head is None:  # unknown or revoked token, or disabled account
         return None
-    if not hmac.compare_digest(head.token_hash, digest):  # pragma: no cover - defence in depth
+    _, _, token_id, token_hash, last_used_at, account_id, username, system_admin, billing = head
+    if not hmac.compare_digest(token_hash, digest):  # pragma: no cover - defence in depth
         return None
     grants: dict[str, set[str]] = {"admin": set(), "report": set()}
-    for row in rows:
-        if row.kind != "token":
-            grants[row.kind].add(row.company_id)
+    for kind, company_id, *_ in rows:
+        if kind != "token":
+            grants[kind].add(company_id)
     now = utcnow()
-    if head.last_used_at is None or now - head.last_used_at >= LAST_USED_PRECISION:
+    if last_used_at is None or now - last_used_at >= LAST_USED_PRECISION:
         with write_transaction() as session:
-            session.execute(update(ApiToken).where(ApiToken.id == head.id).values(last_used_at=now))
+            session.execute(
+                update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now)
+            )
     return Principal(
-        username=head.username,
+        username=username,
         via=via,
-        account_id=head.account_id,
-        system_admin=head.system_admin,
+        account_id=account_id,
+        system_admin=system_admin,
         admin_of=frozenset(grants["admin"]),
-        billing_summary=head.billing_summary,
+        billing_summary=billing,
         reporting_for=frozenset(grants["report"]),
     )
 

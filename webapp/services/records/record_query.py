@@ -42,7 +42,7 @@ from sqlalchemy import (
 )
 
 from ...access import Principal
-from ...database import on_postgresql, read_connection, upper_bound
+from ...database import on_postgresql, read_rows, upper_bound
 from ...errors import Invalid, NotFound
 from ...extensions import db
 from ...models import NumberWord
@@ -404,15 +404,15 @@ def read(
         return Page(rows=[], total=0)
     params = {**selection.params, "limit": limit, "offset": offset}
     page, count = _read_statements(selection.shape)
-    # On the request's read connection (the token check's transaction): a Core statement
-    # needs none of the ORM Session.
-    connection = read_connection()
-    result = connection.execute(page, params).all()
-    rows = [dict(zip(kind.fields, r, strict=False)) for r in result]  # the count is left off
+    # On the request's read connection, straight to the driver (database.read_rows): a Core
+    # statement needs none of the ORM Session.
+    result = read_rows(page, params)
+    fields = kind.fields
+    rows = [dict(zip(fields, r, strict=False)) for r in result]  # the count is left off
     if result:
         total = result[0][-1]
     elif offset or not limit:  # past the end, or no page asked for: no row carried the count
-        total = connection.execute(count, params).scalar() or 0
+        total = read_rows(count, params)[0][0] or 0
     else:
         total = 0
     return Page(rows=rows, total=total)

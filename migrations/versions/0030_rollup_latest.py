@@ -1,7 +1,7 @@
 """rollup latest: each company's current level, and a month's rows by last day and through
 
-Revision ID: 0029
-Revises: 0028
+Revision ID: 0030
+Revises: 0029
 Create Date: 2026-12-02 19:40:00
 
 The report page for every company ranked the current month by computing every company's month
@@ -14,8 +14,8 @@ page needs (services/billing/ranks.py). Filled here from the rollup_months alrea
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0029"
-down_revision = "0028"
+revision = "0030"
+down_revision = "0029"
 branch_labels = None
 depends_on = None
 
