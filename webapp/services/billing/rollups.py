@@ -401,6 +401,16 @@ def peak_lists(
     (None: every company). Two queries: each company's level carried into the period (or
     `carried`, carried_levels' answer when the caller has it), and the period's rows; the days
     between rows are filled with the level the previous row left."""
+    first = period.days[0].day
+    level = carried if carried is not None else carried_levels(session, kind, first, companies)
+    return _filled(level, _period_found(session, kind, period, companies), len(period.days))
+
+
+def _period_found(
+    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+) -> Sequence[Any]:
+    """The period's rollup rows (company, day index, peak, end level) of the companies named
+    (None: every one), in day order: one query."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
     # A report's period is a month from its 1st: a day's index is its day of the month - 1,
@@ -415,20 +425,17 @@ def peak_lists(
     )
     if companies is not None:
         in_period = in_period.where(p.company.in_(companies))
-    level = carried if carried is not None else carried_levels(session, kind, first, companies)
-    found: Sequence[Any]
     if one_month:
         # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
         # to convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more
-        # than the loop below.
+        # than the loops over them.
         result = session.connection().execute(in_period)
         found = result.cursor.fetchall()
         result.close()
-    else:
-        position = {d.day: i for i, d in enumerate(period.days)}
-        rows: Sequence[Any] = session.connection().execute(in_period).all()
-        found = [(company, position[day], peak, lv) for company, day, peak, lv in rows]
-    return _filled(level, found, len(period.days))
+        return found
+    position = {d.day: i for i, d in enumerate(period.days)}
+    rows: Sequence[Any] = session.connection().execute(in_period).all()
+    return [(company, position[day], peak, lv) for company, day, peak, lv in rows]
 
 
 def _filled(
@@ -466,28 +473,8 @@ def period_rows(
 ) -> Rows:
     """Each company's rollup rows in the period, for every company named (None: every one):
     one query, in day order."""
-    first, last = period.days[0].day, period.days[-1].day
-    p = DailyPeak
-    # A report's period is a month from its 1st: a day's index is its day of the month - 1,
-    # worked out by the database. Any other span (a company page's months at once) maps days.
-    one_month = first.day == 1 and (first.year, first.month) == (last.year, last.month)
-    index = cast(extract("day", p.day), Integer) - 1 if one_month else p.day
-    # In day order, the index's own (no sort): each company's rows come in order.
-    in_period = (
-        select(p.company, index, p.peak, p.level)
-        .where(p.kind == kind, p.day >= first, p.day <= last)
-        .order_by(p.day)
-    )
-    if companies is not None:
-        in_period = in_period.where(p.company.in_(companies))
     marks: Rows = {}
-    # On the connection: plain rows, without the ORM's per-row work (175,000 rows a month at
-    # 10,000 companies; the ORM's rows were a third of the report's time on PostgreSQL).
-    found: Sequence[Any] = session.connection().execute(in_period).all()
-    if not one_month:
-        position = {d.day: i for i, d in enumerate(period.days)}
-        found = [(company, position[day], peak, lv) for company, day, peak, lv in found]
-    for company, i, peak, end_level in found:
+    for company, i, peak, end_level in _period_found(session, kind, period, companies):
         marks.setdefault(company, []).append((i, peak, end_level))
     return marks
 
