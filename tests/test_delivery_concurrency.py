@@ -93,7 +93,10 @@ def test_a_slow_receiver_does_not_delay_another_webhook(app, receiver, slow, run
     first = commit("2090000001", "2090000002", "2090000003")  # events 1-3, for both
     assert all(at - first <= BUDGET for at in arrivals(receiver, "/fast", 3))
     assert receiver.ids("/fast") == [1, 2, 3]
-    # The slow webhook is at its first event: two more wait behind it, 4 s of answers.
+    # The slow webhook is at its first event: two more wait behind it, 4 s of answers. Its
+    # POST may start a moment after the fast webhook's three (its own thread, a loaded CI
+    # machine): waited for, well within the 2 s that answer takes.
+    wait_until(lambda: slow.ids("/slow"), BUDGET, "the slow webhook's first POST")
     assert slow.ids("/slow") == [1]
     assert hook_row(slow_id).cursor == 0
 
