@@ -12,6 +12,7 @@ A copy of the cookie kept after any of these is refused from then on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
@@ -34,8 +35,6 @@ log = logging.getLogger(__name__)
 
 MIN_PASSWORD = 10
 MAX_PASSWORD = 512
-# Compared against when the username is unknown, so both failures take the same time.
-_DUMMY_HASH = generate_password_hash("not a real password")
 # A session's last_seen_at is written at most this often: writing it on every request would
 # make every page and API read a write as well (on SQLite one writer at a time, behind any
 # import). The idle limit is then counted from a time up to this much before the last request.
@@ -83,6 +82,14 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+@functools.cache
+def _dummy_hash(method: str) -> str:
+    """Compared against when the username is unknown, so both failures take the same time: a
+    hash by the method real passwords are hashed with. Made on first use, not at import, where
+    it cost every process start (each command, each worker) a tenth of a second of scrypt."""
+    return generate_password_hash("not a real password", method=method)
+
+
 def check_password(username: str, password: str) -> Account | None:
     """The active account with this username and password; None otherwise, at the same cost
     either way (an unknown username is checked against a dummy hash). Opens no session: the
@@ -90,7 +97,7 @@ def check_password(username: str, password: str) -> Account | None:
     `open_session`."""
     account = db.session.scalars(select(Account).where(Account.username == username)).first()
     if account is None:
-        check_password_hash(_DUMMY_HASH, password)
+        check_password_hash(_dummy_hash(current_app.config["PASSWORD_HASH_METHOD"]), password)
         return None
     if not check_password_hash(account.password_hash, password) or not account.active:
         return None
