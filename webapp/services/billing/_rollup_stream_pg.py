@@ -74,8 +74,16 @@ class PostgresStore:
         columns = table.columns
 
         def rows(names: tuple[str, ...]) -> str:
-            """unnest of one array parameter per column, as a relation n(names)."""
-            arrays = ", ".join(f"CAST(%s AS {_TYPES[_base(n)]}[])" for n in names)
+            """unnest of one parameter per column, as a relation n(names): the companies an
+            array, every other column its values' text comma-separated (dates, instants and
+            numbers hold no comma; psycopg quoting each element of an array cost more than
+            the statement)."""
+            arrays = ", ".join(
+                f"CAST(string_to_array(%s, ',') AS {_TYPES[_base(n)]}[])"
+                if n != "company"
+                else "CAST(%s AS varchar[])"
+                for n in names
+            )
             return f"unnest({arrays}) AS n({', '.join(names)})"
 
         # Only this module's table and column names go into these statements, never input.
@@ -104,7 +112,8 @@ class PostgresStore:
                 ),
             ):
                 if pending:
-                    arrays = [list(column) for column in zip(*pending, strict=True)]
+                    companies, *others = zip(*pending, strict=True)
+                    arrays = [list(companies), *(",".join(map(str, c)) for c in others)]
                     # The kind's parameter comes after the arrays, but in the INSERT before.
                     first = statement.startswith("INSERT")
                     cursor.execute(statement, (kind, *arrays) if first else (*arrays, kind))
@@ -114,11 +123,13 @@ class PostgresStore:
         with self.raw.cursor() as cursor:
             cursor.execute("DELETE FROM rollup_days WHERE kind = %s", (kind,))
             if rows:
-                days, rises, changes = (list(column) for column in zip(*rows, strict=True))
+                days, rises, changes = (",".join(map(str, c)) for c in zip(*rows, strict=True))
                 cursor.execute(
                     "INSERT INTO rollup_days (kind, day, rise, change) "
-                    "SELECT CAST(%s AS varchar), * FROM "
-                    "unnest(CAST(%s AS date[]), CAST(%s AS bigint[]), CAST(%s AS bigint[]))",
+                    "SELECT CAST(%s AS varchar), * FROM unnest("
+                    "CAST(string_to_array(%s, ',') AS date[]), "
+                    "CAST(string_to_array(%s, ',') AS bigint[]), "
+                    "CAST(string_to_array(%s, ',') AS bigint[]))",
                     (kind, days, rises, changes),
                 )
 
