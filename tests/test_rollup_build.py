@@ -1,6 +1,8 @@
-"""The set-based full rebuild (`flask history rollup`, rollups.rebuild with starts None) writes
-exactly the rows the row-by-row sweep it replaced wrote (bench/rollup_reference.py): daily_peaks,
-rollup_days and rollup_months identical row for row, on random histories.
+"""The full rebuild (`flask history rollup`, rollups.rebuild with starts None: the history
+streamed per company and swept in Python, _rollup_stream, through SQLite's or PostgreSQL's store)
+writes exactly the rows the row-by-row sweep it replaced wrote (bench/rollup_reference.py):
+daily_peaks, rollup_days, rollup_months and rollup_latest identical row for row, on random
+histories, on both databases.
 
 The histories are written straight into history_intervals, as an import or the bench data
 would: instants on local midnights and a second around them, repeated instants, intervals
@@ -17,13 +19,13 @@ from datetime import datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, insert, text, update
 
 from bench.rollup_reference import rebuild_all_row_by_row
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupLatest, RollupMonth
-from webapp.services.billing import periods, rollups
+from webapp.services.billing import _rollup_build, periods, rollups
 
 from .invariants import _rollup_rows
 
@@ -156,3 +158,52 @@ def test_an_empty_history_empties_the_rollup(app, companies):
         "rollup_months": [],
         "rollup_latest": [],
     }
+
+
+def test_the_rebuild_reads_instants_whatever_the_session_formats(app, companies):
+    """PostgreSQL: the stream compares and bisects instants as text, and writes them back. The
+    session's DateStyle and TimeZone (another order of day and month, another zone) change
+    nothing: the rows are the reference's, fractions of a second and DST days included."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL: SQLite's stored text has one format")
+    tz = periods.zone("America/New_York")  # summer time from 8 March 2026
+    write_history(
+        tz,
+        [
+            ("ddi", ["alpha", "beta"], (-1, "before", 0), "later", 3000, False),
+            ("ddi", ["alpha"], (0, "after", 0), "open", 1, True),
+            ("user", ["gamma"], (2, "midnight", 0), "later", 61, False),
+        ],
+    )
+    session = db.session
+    rebuild_all_row_by_row(session, tz)
+    expected = _rollup_rows()
+    session.rollback()
+    session.execute(text("SET DateStyle = 'SQL, DMY'"))
+    session.execute(text("SET TimeZone = 'Pacific/Chatham'"))
+    rollups.rebuild_all(session, tz)
+    got = _rollup_rows()
+    session.rollback()  # and with it the SETs
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(2026, 3, 8, 7, 0),
+        datetime(2026, 3, 8, 7, 0, 0, 1),
+        datetime(2026, 3, 8, 6, 59, 59, 999999),
+        datetime(2026, 11, 1, 5, 59, 59, 500000),
+        datetime(1999, 12, 31, 23, 59, 59, 120),
+    ],
+)
+def test_midnights_are_written_as_postgresql_writes_timestamps(app, at):
+    """The midnights the stream bisects are the text PostgreSQL gives an instant (ISO, the
+    fraction without trailing zeros), so text order is time order on both sides."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's text of a timestamp")
+    session = db.session
+    session.execute(text("SET LOCAL DateStyle = 'ISO, YMD'"))
+    written = session.execute(text("SELECT CAST(CAST(:at AS timestamp) AS text)"), {"at": at})
+    assert _rollup_build._pg_text(at) == written.scalar_one()
+    session.rollback()

@@ -1,25 +1,28 @@
-"""The full rebuild of one kind's rollup on SQLite: the history read once, a row of instants per
-company, swept in Python company by company; each company's rows compared with the ones kept
-and only the difference written.
+"""The full rebuild of one kind's rollup: the history read once, a row of instants per company,
+swept in Python company by company; each company's rows compared with the ones kept and only
+the difference written. Both databases run it, each through its Store (SqliteStore here,
+_rollup_stream_pg.PostgresStore): what differs is how a company's row is read and how the
+writes are sent.
 
-On SQLite this beats the set-based statements of _rollup_build (which PostgreSQL runs): a window
-over every instant, the day of each found by a function SQLite calls back, and the temporary
-tables of the result and of its comparison cost more than this. Rows cross from SQLite to Python
-joined per company (group_concat), not one by one: a row costs the driver several times what
-splitting its text costs.
+This beats set-based statements (a window over every instant, the day of each found by a
+function or an array search, the temporary tables of the result and of its comparison): rows
+cross from the database to Python joined per company (group_concat, string_agg), not one by
+one, and a row costs the driver several times what splitting its text costs.
 
-The sweep is `day_peak.sweep`'s, on the values as SQLite stores them: instants are strings of
-one fixed format (_rollup_build._stored), so they sort in time order, and the local day of an
-instant is found by bisecting the local midnights Python computed (periods.local_midnight_utc,
-as sweep's). Held to the row-by-row rebuild (bench/rollup_reference.py) row for row by
-tests/test_rollup_build.py.
+The sweep is `day_peak.sweep`'s, on the instants as text of one format per database (SQLite:
+as SQLAlchemy stores them, _rollup_build._stored; PostgreSQL: a timestamp's ISO output,
+_rollup_build._pg_text), in which text order is time order; the local day of an instant is
+found by bisecting the local midnights Python computed (periods.local_midnight_utc, as
+sweep's), written in the same format. Held to the row-by-row rebuild
+(bench/rollup_reference.py) row for row by tests/test_rollup_build.py on both databases.
 """
 
 from __future__ import annotations
 
 import bisect
 import sqlite3
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 # Each company's starts and ends (of real intervals: zero-length and backwards ones never
 # count), comma-separated: one index range read in company order, no sort.
@@ -29,7 +32,7 @@ WHERE kind = ? AND (end_at IS NULL OR end_at > start_at)
 GROUP BY company
 """
 
-# One company's kept rows of both tables as the text _Table.company compares (in key order, as
+# One company's kept rows of both tables as the text Table.company compares (in key order, as
 # the indexes are read; another order only costs the comparison by key).
 _KEPT = """
 SELECT
@@ -43,6 +46,8 @@ SELECT
 Day = tuple[str, int, int, str]
 # A row of rollup_months without kind and company: (month, through, last_day, level).
 Month = tuple[str, int, str, int]
+# (company, its starts, its ends, its kept daily_peaks, its kept rollup_months): Store.companies
+Kept = tuple[str, str | None, str | None, str | None, str | None]
 
 _LAST = "~"  # sorts after every stored instant: the end of a company's starts and ends
 
@@ -50,41 +55,99 @@ _LAST = "~"  # sorts after every stored instant: the end of a company's starts a
 _BATCH = 20_000
 
 
-def write(raw: sqlite3.Connection, kind: str, midnights: list[str], days: list[str]) -> int:
+def write(store: Store, kind: str, midnights: list[str], days: list[str]) -> int:
     """Bring kind's daily_peaks, rollup_days and rollup_months to what the history implies,
     the local day of an instant being days[i - 1] for midnights[i - 1] <= instant <
-    midnights[i] (stored strings). Returns the rows of daily_peaks the kind now has."""
-    peaks = _Table(raw, kind, "daily_peaks", ("day", "peak", "level", "last_at"))
-    months = _Table(raw, kind, "rollup_months", ("month", "through", "last_day", "level"))
+    midnights[i] (instants and days as `store` gives them as text). Returns the rows of
+    daily_peaks the kind now has."""
+    peaks = Table("daily_peaks", ("day", "peak", "level", "last_at"))
+    months = Table("rollup_months", ("month", "through", "last_day", "level"))
     sums: dict[str, list[int]] = {}
-    # Days are stored as YYYY-MM-DD: their month's first day and their day of the month.
+    # Days are YYYY-MM-DD: their month's first day and their day of the month.
     calendar = {day: (day[:8] + "01", int(day[8:])) for day in days}
-    seen: set[str] = set()
     count = 0
-    for company, starts, ends in raw.execute(_HISTORY, (kind,)):
-        rows = _company_days(starts.split(","), ends.split(",") if ends else [], midnights, days)
-        seen.add(company)
+    for company, starts, ends, kept_peaks, kept_months in store.companies(kind):
+        rows: list[Day] = []  # a company without history keeps no rows
+        if starts:
+            ended = ends.split(",") if ends else []
+            rows = _company_days(starts.split(","), ended, midnights, days)
         count += len(rows)
-        kept_peaks, kept_months = raw.execute(_KEPT, (kind, company)).fetchone()
         pending = peaks.company(company, rows, kept_peaks)
         pending += months.company(company, _sums(rows, sums, calendar), kept_months)
         if pending >= _BATCH:
-            peaks.flush()
-            months.flush()
-    # Companies without history keep no rows.
-    for (company,) in raw.execute("SELECT id FROM companies").fetchall():
-        if company not in seen:
-            kept_peaks, kept_months = raw.execute(_KEPT, (kind, company)).fetchone()
-            peaks.company(company, [], kept_peaks)
-            months.company(company, [], kept_months)
-    peaks.flush()
-    months.flush()
-    raw.execute("DELETE FROM rollup_days WHERE kind = ?", (kind,))
-    raw.executemany(
-        "INSERT INTO rollup_days (kind, day, rise, change) VALUES (?, ?, ?, ?)",
-        [(kind, day, rise, change) for day, (rise, change) in sorted(sums.items())],
-    )
+            store.flush(kind, peaks)
+            store.flush(kind, months)
+    store.flush(kind, peaks)
+    store.flush(kind, months)
+    store.replace_days(kind, [(day, rise, change) for day, (rise, change) in sorted(sums.items())])
     return count
+
+
+class Store(Protocol):
+    """A database's side of `write`: what it reads and how it writes."""
+
+    def companies(self, kind: str) -> Iterable[Kept]:
+        """Every company, with its starts and ends (of real intervals) comma-separated, and
+        its kept rows of both tables as `Table.company` compares them, in key order."""
+        ...
+
+    def flush(self, kind: str, table: Table) -> None:
+        """Write (and clear) `table`'s pending writes."""
+        ...
+
+    def replace_days(self, kind: str, rows: list[tuple[str, int, int]]) -> None:
+        """Make kind's rollup_days rows (day, rise, change), each on slot 0."""
+        ...
+
+
+class SqliteStore:
+    """`write` on SQLite, through the DB-API connection under the session's."""
+
+    def __init__(self, raw: sqlite3.Connection):
+        self.raw = raw
+
+    def companies(self, kind: str) -> Iterator[Kept]:
+        raw = self.raw
+        seen: set[str] = set()
+        for company, starts, ends in raw.execute(_HISTORY, (kind,)):
+            seen.add(company)
+            yield (company, starts, ends, *raw.execute(_KEPT, (kind, company)).fetchone())
+        for (company,) in raw.execute("SELECT id FROM companies").fetchall():
+            if company not in seen:
+                yield (company, None, None, *raw.execute(_KEPT, (kind, company)).fetchone())
+
+    def flush(self, kind: str, table: Table) -> None:
+        name, (key, *values) = table.table, table.columns
+        # Only this module's table and column names go into these statements, never input.
+        where = f"WHERE kind = ? AND company = ? AND {key} = ?"
+        assignments = ", ".join(f"{v} = ?" for v in values)
+        marks = ", ".join("?" for _ in range(len(table.columns) + 2))
+        columns = ", ".join(table.columns)
+        for statement, rows in (
+            (f"DELETE FROM {name} {where}", [(kind, c, k) for c, k in table.deletes]),  # noqa: S608
+            (
+                f"UPDATE {name} SET {assignments} {where}",  # noqa: S608
+                [(*v, kind, c, k) for c, k, *v in table.updates],
+            ),
+            (
+                f"UPDATE {name} SET {key} = ?, {assignments} {where}",  # noqa: S608
+                [(*row, kind, c, k) for c, k, *row in table.moves],
+            ),
+            (
+                f"INSERT INTO {name} (kind, company, {columns}) VALUES ({marks})",  # noqa: S608
+                [(kind, *row) for row in table.inserts],
+            ),
+        ):
+            if rows:
+                self.raw.executemany(statement, rows)
+        table.clear()
+
+    def replace_days(self, kind: str, rows: list[tuple[str, int, int]]) -> None:
+        self.raw.execute("DELETE FROM rollup_days WHERE kind = ?", (kind,))
+        self.raw.executemany(
+            "INSERT INTO rollup_days (kind, day, rise, change) VALUES (?, ?, ?, ?)",
+            [(kind, *row) for row in rows],
+        )
 
 
 def _company_days(
@@ -158,56 +221,41 @@ def _sums(
     return out
 
 
-class _Table:
+class Table:
     """The pending writes that bring one rollup table's rows of a kind, company by company, to
-    the ones computed: only the rows that differ from the kept ones."""
+    the ones computed: only the rows that differ from the kept ones. `columns`: the key within
+    a company, then the values."""
 
-    def __init__(self, raw: sqlite3.Connection, kind: str, table: str, columns: tuple[str, ...]):
-        self.raw, self.kind = raw, kind
-        key, *values = columns
-        # Only this module's table and column names go into these statements, never input.
-        where = f"WHERE kind = ? AND company = ? AND {key} = ?"
-        self.delete = f"DELETE FROM {table} {where}"  # noqa: S608
-        assignments = ", ".join(f"{v} = ?" for v in values)
-        self.update = f"UPDATE {table} SET {assignments} {where}"  # noqa: S608
-        self.move = f"UPDATE {table} SET {key} = ?, {assignments} {where}"  # noqa: S608
-        marks = ", ".join("?" for _ in range(len(columns) + 2))
-        self.insert = f"INSERT INTO {table} (kind, company, {', '.join(columns)}) VALUES ({marks})"  # noqa: S608
-        self.deletes: list[tuple[Any, ...]] = []
-        self.updates: list[tuple[Any, ...]] = []
-        self.moves: list[tuple[Any, ...]] = []
-        self.inserts: list[tuple[Any, ...]] = []
+    def __init__(self, table: str, columns: tuple[str, ...]):
+        self.table, self.columns = table, columns
+        self.deletes: list[tuple[Any, ...]] = []  # (company, key)
+        self.updates: list[tuple[Any, ...]] = []  # (company, key, *values)
+        self.moves: list[tuple[Any, ...]] = []  # (company, old key, new key, *values)
+        self.inserts: list[tuple[Any, ...]] = []  # (company, key, *values)
 
     def company(self, company: str, rows: list[Any], kept: str | None) -> int:
         """Note the writes that make the company's rows `rows` (in key order) from the `kept`
-        ones (as _KEPT reads them); returns how many writes are pending."""
+        ones (`key|value|value|value`, comma-separated, as the stores read them); returns how
+        many writes are pending."""
         texts = [f"{a}|{b}|{c}|{d}" for a, b, c, d in rows]
         if kept == (",".join(texts) if texts else None):
             return 0
         old = {text.partition("|")[0]: text for text in kept.split(",")} if kept else {}
-        kind = self.kind
         added = []
         for row, text in zip(rows, texts, strict=True):
             was = old.pop(row[0], None)
             if was is None:
                 added.append(row)
             elif was != text:
-                self.updates.append((*row[1:], kind, company, row[0]))
+                self.updates.append((company, *row))
         # A kept row whose key is gone takes the key of a new row: one write instead of a
         # delete and an insert (keys gone are no new row's, keys new no kept row's).
         gone = list(old)
-        self.moves += [(*row, kind, company, key) for key, row in zip(gone, added, strict=False)]
-        self.deletes += [(kind, company, key) for key in gone[len(added) :]]
-        self.inserts += [(kind, company, *row) for row in added[len(gone) :]]
+        self.moves += [(company, key, *row) for key, row in zip(gone, added, strict=False)]
+        self.deletes += [(company, key) for key in gone[len(added) :]]
+        self.inserts += [(company, *row) for row in added[len(gone) :]]
         return len(self.deletes) + len(self.updates) + len(self.moves) + len(self.inserts)
 
-    def flush(self) -> None:
-        for statement, rows in (
-            (self.delete, self.deletes),
-            (self.update, self.updates),
-            (self.move, self.moves),
-            (self.insert, self.inserts),
-        ):
-            if rows:
-                self.raw.executemany(statement, rows)
-                rows.clear()
+    def clear(self) -> None:
+        for rows in (self.deletes, self.updates, self.moves, self.inserts):
+            rows.clear()

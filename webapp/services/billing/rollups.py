@@ -14,18 +14,18 @@ earlier row. The rows are a pure function of the history, kept exact three ways:
   microsecond) rebuilds that company from the change's day instead, so the rows stay exact.
 - A history import calls `rebuild_from` for the companies and days it touched.
 - `flask history rollup` (`rebuild` of everything) builds them the first time, and again after
-  REPORT_TIMEZONE changes; until then reports compute from the history (reports.py). It is
-  set-based on PostgreSQL (_rollup_build: a few statements per kind) and one read of the history
-  swept in Python on SQLite (_rollup_stream), held row for row to the Python sweep it replaced
-  (bench/rollup_reference.py).
+  REPORT_TIMEZONE changes; until then reports compute from the history (reports.py). It reads
+  the history once, a row per company, swept in Python and only the rows that differ written
+  (_rollup_build, _rollup_stream; both databases), held row for row to the Python sweep it
+  replaced (bench/rollup_reference.py).
 
 Every write of rows also notes, for the closed months whose figures depend on them, the companies
 written to (close_writes.note; a full rebuild clears the record instead: close_writes.forget_all),
 so what changed since a close recomputes those companies only.
 
 `day_peak.sweep` is the one definition of a day's peak: a partial `rebuild` and the report's
-drill-down (report_days.py) run it; `record_changes` (the fast path), the full rebuild's SQL
-(_rollup_build) and the SQL of reports.peaks_query (the fallback while the rollup is unbuilt)
+drill-down (report_days.py) run it; `record_changes` (the fast path), the full rebuild's stream
+(_rollup_stream) and the SQL of reports.peaks_query (the fallback while the rollup is unbuilt)
 are its equivalents, and tests/test_rollups.py holds every
 path to the from-scratch computation on random histories.
 """
@@ -236,7 +236,7 @@ def rebuild(session: Session, kind: str, starts: dict[str, date] | None, tz: Zon
         # Every row may change: the record of writes into closed months cannot say which, so
         # the closes fall back to the full comparison (close_writes.forget_all).
         close_writes.forget_all(session)
-        # Set-based: a few statements over the whole history (_rollup_build).
+        # One read of the whole history, swept per company (_rollup_build).
         written = _rollup_build.write(session, kind, tz)
         state = session.get(RollupState, kind)
         if state is None:
