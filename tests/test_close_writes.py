@@ -187,6 +187,7 @@ def test_every_company_noted_is_joined_and_only_those_changed_are_listed(app, co
         }
     )
     close(year, month)
+    assert answers([(year, month)], ["beta"])[0][(year, month)] == ({}, {})  # nothing noted
     import_batch(
         [
             f"ddi,alpha,44:7000011,{iso(days[3][1])},{iso(days[4][1])}",

@@ -330,13 +330,18 @@ def _differences(
     for kind in kinds:
         month_key = reports.ANSWER_KEYS[kind][1]
         candidates = _candidates(close, kind, period, companies)
-        if isinstance(candidates, list) and not candidates:
-            continue
-        now = reports.computed_lists(kind, period, candidates)
-        if isinstance(candidates, Select):  # every company noted: their names, to pick
+        if isinstance(candidates, Select):  # every company noted in the record
+            # Their names first (a range of the record's primary key): none, nothing to read
+            # (the page right after a close); else they pick the close's stored rows.
             noted = set(db.session().scalars(candidates))
+            if not noted:
+                continue
+            now = reports.computed_lists(kind, period, candidates)
             stored = closed_figures.lists_among(db.session(), close, kind, noted)
+        elif candidates == []:
+            continue
         else:
+            now = reports.computed_lists(kind, period, candidates)
             stored = closed_figures.lists(db.session(), close, kind, candidates)
         for company in sorted(now.keys() | stored.keys()):
             before, after = stored.get(company, zeros), now.get(company, zeros)
