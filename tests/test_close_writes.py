@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, update
+from sqlalchemy import Select, delete, update
 
 from webapp.access import Principal
 from webapp.database import utcnow, write_transaction
+from webapp.extensions import db
 from webapp.models import ClosedFigures, CloseWrite, MonthClose
-from webapp.services.billing import month_close, reports
+from webapp.services.billing import close_writes, closed_figures, month_close, periods, reports
 from webapp.services.imports import history_import
 
 from .invariants import assert_close_writes_cover
@@ -162,3 +163,58 @@ def test_the_changes_from_the_record_equal_the_full_comparison(app, companies, d
         set_kept(True)
     event(f"companies changed: {sorted(n for _, n in full[1])}")
     assert fast == full
+
+
+def test_every_company_noted_is_joined_and_only_those_changed_are_listed(app, companies):
+    """For every company, the readers join the record in the database (no list of companies
+    as parameters) and read the close's stored rows in one range: still exactly the companies
+    whose figures differ. Beta is written to (a late interval in the month before, ended
+    before the month) with figures that come back equal: noted, recomputed, not listed nor
+    counted; alpha and delta (a company new to the month) are listed, in order."""
+    year, month = 2025, 11
+    app.config["REPORT_TIMEZONE"] = "Europe/London"
+    days = utc_days(year, month, "Europe/London")
+    earlier = utc_days(*previous(year, month), "Europe/London")
+    forget_closes()
+    record(
+        {
+            "ddi": [
+                ("alpha", earlier[3][1], None),
+                ("beta", days[2][1], days[9][1]),
+                ("gamma", days[5][1], days[6][1]),
+            ],
+            "user": [],
+        }
+    )
+    close(year, month)
+    assert answers([(year, month)], ["beta"])[0][(year, month)] == ({}, {})  # nothing noted
+    import_batch(
+        [
+            f"ddi,alpha,44:7000011,{iso(days[3][1])},{iso(days[4][1])}",
+            f"ddi,beta,44:7000012,{iso(earlier[5][1])},{iso(earlier[6][1])}",
+            f"ddi,delta,44:7000013,{iso(days[16][1])},{iso(days[18][1])}",
+        ]
+    )
+    period = periods.resolve(month, year, periods.zone("Europe/London"), TODAY)
+    shut = closed_figures.closing(db.session(), period)
+    assert shut is not None and shut.writes_kept
+    assert close_writes.written(db.session(), shut.id, "ddi") == {"alpha", "beta", "delta"}
+    query = month_close._candidates(shut, "ddi", period, None)
+    assert isinstance(query, Select)  # the path under test: the record joined
+    assert closed_figures.lists_among(
+        db.session(), shut, "ddi", {"alpha", "beta", "delta"}
+    ) == closed_figures.lists(db.session(), shut, "ddi", ["alpha", "beta", "delta"])
+
+    fast = answers([(year, month)], ["beta", "delta"])
+    values = fast[0][(year, month)][0]
+    assert list(values) == ["alpha", "delta"]
+    alpha = values["alpha"]["ddi"]["dates"]
+    assert list(alpha) == [days[3][0].isoformat()]  # one more DDI all day on the 4th
+    assert alpha[days[3][0].isoformat()]["now"] == alpha[days[3][0].isoformat()]["closed"] + 1
+    assert list(fast[0][(year, month)][1]) == ["delta"]  # beta asked for: unchanged
+    assert fast[1] == [(f"{year:04d}-{month:02d}", 2)]
+    set_kept(False)  # the full comparison of every company's marks
+    try:
+        assert answers([(year, month)], ["beta", "delta"]) == fast
+    finally:
+        set_kept(True)

@@ -36,8 +36,9 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
@@ -346,11 +347,12 @@ def everyone_figures(
 
 
 def carried_into(
-    session: Session, kind: str, month: date, companies: list[str] | None
+    session: Session, kind: str, month: date, companies: list[str] | Select[Any] | None
 ) -> dict[str, int]:
     """{company: the level it carries into `month` (a 1st)}, what rollups.carried_levels
     answers, from the sums: its latest earlier month's `level`, else 0. One range of the
-    month before's rows (most companies have one), and a seek only for each company without."""
+    month before's rows (most companies have one), and a seek only for each company without.
+    `companies`: those named, a query naming them, or None: every company."""
     before = month_of(month - timedelta(days=1))
     m, previous = RollupMonth, aliased(RollupMonth)
     earlier = (

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NotRequired
 
 from flask import current_app
 from pydantic import Field, TypeAdapter, with_config
-from sqlalchemy import update
+from sqlalchemy import Select, update
 from sqlalchemy.exc import IntegrityError
 from typing_extensions import TypedDict
 
@@ -330,10 +330,19 @@ def _differences(
     for kind in kinds:
         month_key = reports.ANSWER_KEYS[kind][1]
         candidates = _candidates(close, kind, period, companies)
-        if candidates == []:
+        if isinstance(candidates, Select):  # every company noted in the record
+            # Their names first (a range of the record's primary key): none, nothing to read
+            # (the page right after a close); else they pick the close's stored rows.
+            noted = set(db.session().scalars(candidates))
+            if not noted:
+                continue
+            now = reports.computed_lists(kind, period, candidates)
+            stored = closed_figures.lists_among(db.session(), close, kind, noted)
+        elif candidates == []:
             continue
-        now = reports.computed_lists(kind, period, candidates)
-        stored = closed_figures.lists(db.session(), close, kind, candidates)
+        else:
+            now = reports.computed_lists(kind, period, candidates)
+            stored = closed_figures.lists(db.session(), close, kind, candidates)
         for company in sorted(now.keys() | stored.keys()):
             before, after = stored.get(company, zeros), now.get(company, zeros)
             if before == after:
@@ -355,7 +364,7 @@ def _differences(
 
 def _candidates(
     close: Close, kind: str, period: periods.Period, companies: list[str] | None
-) -> list[str] | None:
+) -> list[str] | Select[Any] | None:
     """The companies (of those named; None: every one) whose figures may differ from the
     close's: those whose rollup marks differ from the stored ones, when the close stored them
     and the rollup is still kept in the close's zone (equal marks give equal figures:
@@ -364,15 +373,17 @@ def _candidates(
     When the close's record of writes is kept (close_writes), the companies noted there: a
     company whose marks differ had its rows written since the close, so they include every one
     the comparison would find, and one written to whose figures came back equal is recomputed
-    and not listed (_differences compares the figures), as by the comparison."""
+    and not listed (_differences compares the figures), as by the comparison. For every
+    company, the record as a query (close_writes.written_query), which the readers join."""
     zone = current_app.config["REPORT_TIMEZONE"]
     if not close.with_marks or close.timezone != zone:
         return companies
     if rollups.built_zone(db.session(), kind) != zone:
         return companies
     if close.writes_kept:
-        noted = close_writes.written(db.session(), close.id, kind)
-        return sorted(noted if companies is None else noted & set(companies))
+        if companies is None:  # every one noted: the readers join the record themselves
+            return close_writes.written_query(close.id, kind)
+        return sorted(close_writes.written(db.session(), close.id, kind) & set(companies))
     return _marks_differ(close, kind, period, companies)
 
 

@@ -505,7 +505,7 @@ def _peak_lists(
 
 
 def computed_lists(
-    kind: str, period: periods.Period, companies: list[str] | None
+    kind: str, period: periods.Period, companies: list[str] | Select[Any] | None
 ) -> dict[str, list[int]]:
     """{company: [each day's peak]} from the history as it is now, closed month or not: read
     from the daily rollup when it is built in
@@ -529,7 +529,7 @@ def computed_lists(
 
 
 def scratch_peaks(
-    kind: str, period: periods.Period, companies: list[str] | None
+    kind: str, period: periods.Period, companies: list[str] | Select[Any] | None
 ) -> dict[tuple[str, int], int]:
     """{(company, day index): peak} for the days with a non-zero peak, computed from the
     history intervals alone in one query (the fallback while the rollup is not built)."""
@@ -537,7 +537,9 @@ def scratch_peaks(
     return {(company, day): int(peak) for company, day, peak in db.session.execute(query) if peak}
 
 
-def peaks_query(kind: str, period: periods.Period, companies: list[str] | None) -> Select:
+def peaks_query(
+    kind: str, period: periods.Period, companies: list[str] | Select[Any] | None
+) -> Select:
     """The aggregate behind scratch_peaks (exposed for EXPLAIN in bench/): day_peak.sweep, the
     definition of a day's peak, in SQL.
 

@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 from flask import current_app
 from sqlalchemy import (
     Integer,
+    Select,
     String,
     and_,
     bindparam,
@@ -394,23 +395,27 @@ def peak_lists(
     session: Session,
     kind: str,
     period: periods.Period,
-    companies: list[str] | None,
+    companies: list[str] | Select[Any] | None,
     carried: dict[str, int] | None = None,
 ) -> dict[str, list[int]]:
     """{company: [peak of each day of the period]} from the rollup, for every company named
-    (None: every company). Two queries: each company's level carried into the period (or
-    `carried`, carried_levels' answer when the caller has it), and the period's rows; the days
-    between rows are filled with the level the previous row left."""
+    (or a query naming them, e.g. close_writes.written_query; None: every company). Two
+    queries: each company's level carried into the period (or `carried`, carried_levels'
+    answer when the caller has it), and the period's rows; the days between rows are filled
+    with the level the previous row left."""
     first = period.days[0].day
     level = carried if carried is not None else carried_levels(session, kind, first, companies)
     return _filled(level, _period_found(session, kind, period, companies), len(period.days))
 
 
 def _period_found(
-    session: Session, kind: str, period: periods.Period, companies: list[str] | None
+    session: Session,
+    kind: str,
+    period: periods.Period,
+    companies: list[str] | Select[Any] | None,
 ) -> Sequence[Any]:
     """The period's rollup rows (company, day index, peak, end level) of the companies named
-    (None: every one), in day order: one query."""
+    (or a query naming them; None: every one), each company's in day order: one query."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
     # A report's period is a month from its 1st: a day's index is its day of the month - 1,
@@ -423,7 +428,14 @@ def _period_found(
         .where(p.kind == kind, p.day >= first, p.day <= last)
         .order_by(p.day)
     )
-    if companies is not None:
+    if isinstance(companies, Select):
+        # A query's companies (those written to since a close): a seek of the primary key
+        # (kind, company, day) per company, its rows in order, rather than the month's range
+        # of every company, filtered (a parameter list is filtered one by one on PostgreSQL
+        # once its statement is prepared: 1,000 x 175,000 comparisons).
+        in_period = in_period.where(p.company.in_(companies)).order_by(None)
+        in_period = in_period.order_by(p.company, p.day)
+    elif companies is not None:
         in_period = in_period.where(p.company.in_(companies))
     if one_month:
         # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
@@ -551,7 +563,7 @@ def month_figures(
 
 
 def carried_levels(
-    session: Session, kind: str, first: date, companies: list[str] | None
+    session: Session, kind: str, first: date, companies: list[str] | Select[Any] | None
 ) -> dict[str, int]:
     """{company: the level carried into the day `first`}: its latest earlier row's, else 0;
     one index seek per company. Into a month's 1st (every report's period) the sums kept
