@@ -27,6 +27,7 @@ from webapp.models import ClosedFigures, CloseWrite, MonthClose
 from webapp.services.billing import close_writes, closed_figures, month_close, periods, reports
 from webapp.services.imports import history_import
 
+from .databases import examples
 from .invariants import assert_close_writes_cover
 from .test_month_close_exactness import draw_history, iso, record
 from .test_report_exactness import COMPANIES, MONTHS, TODAY, ZONES, utc_days
@@ -38,7 +39,7 @@ KINDS = ("ddi", "user")
 EVERY_COMPANY = (*COMPANIES, "delta", "epsilon")
 ADMIN = Principal.cli()
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     # Each example is a second or so: shrinking one would take minutes.

@@ -35,6 +35,7 @@ from webapp.models import ClosedFigures, MonthClose, RollupState
 from webapp.services.billing import month_close, reports
 from webapp.services.imports import history_import
 
+from .databases import examples
 from .factories import add_history, rollup_rebuilt
 from .test_report_exactness import (
     COMPANIES,
@@ -53,7 +54,7 @@ pytestmark = pytest.mark.slow
 KINDS = ("ddi", "user")
 EXAMPLES = 100  # per test; each example closes a month twice and reads every report ~6 times
 SETTINGS = settings(
-    max_examples=EXAMPLES,
+    max_examples=examples(EXAMPLES),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

@@ -25,6 +25,7 @@ from webapp.extensions import db
 from webapp.models import HistoryInterval, RollupState
 from webapp.services.billing import periods, reports, rollups
 
+from .databases import examples
 from .factories import rollup_rebuilt
 from .report_helpers import rollup_peaks
 
@@ -172,7 +173,9 @@ def check(app, kind: str, year: int, month: int, zone: str, intervals) -> None:
     ],
 )
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_reports_equal_brute_force_on_random_histories(

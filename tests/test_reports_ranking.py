@@ -33,6 +33,7 @@ from webapp.services.billing import (
     rollups,
 )
 
+from .databases import examples
 from .factories import add_history
 from .test_report_exactness import histories, store
 
@@ -149,7 +150,9 @@ def check_ranking(kind: str, year: int, month: int) -> None:
     ],
 )
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_ranking_and_totals_equal_the_report(app, companies, built, year, month, zone, data):
