@@ -90,33 +90,37 @@ class PostgresStore:
         mine = f"t.kind = %s AND t.company = n.company AND t.{key} = n.{key}"
         assignments = ", ".join(f"{v} = n.{v}" for v in values)
         with self.raw.cursor() as cursor:
-            for statement, pending in (
+            for statement, pending, kind_first in (
                 (
                     f"DELETE FROM {name} AS t USING {rows(('company', key))} WHERE {mine}",  # noqa: S608
                     table.deletes,
+                    False,
                 ),
                 (
                     f"UPDATE {name} AS t SET {assignments} "  # noqa: S608
                     f"FROM {rows(('company', *columns))} WHERE {mine}",
                     table.updates,
+                    False,
                 ),
                 (
                     f"UPDATE {name} AS t SET {key} = n.new_{key}, {assignments} "  # noqa: S608
                     f"FROM {rows(('company', key, f'new_{key}', *values))} WHERE {mine}",
                     table.moves,
+                    False,
                 ),
                 (
                     f"INSERT INTO {name} (kind, company, {', '.join(columns)}) "  # noqa: S608
                     f"SELECT CAST(%s AS varchar), n.* FROM {rows(('company', *columns))}",
                     table.inserts,
+                    True,
                 ),
             ):
                 if pending:
                     companies, *others = zip(*pending, strict=True)
                     arrays = [list(companies), *(",".join(map(str, c)) for c in others)]
-                    # The kind's parameter comes after the arrays, but in the INSERT before.
-                    first = statement.startswith("INSERT")
-                    cursor.execute(statement, (kind, *arrays) if first else (*arrays, kind))
+                    # The kind's parameter is where its %s is: after the arrays, in the
+                    # INSERT before them.
+                    cursor.execute(statement, (kind, *arrays) if kind_first else (*arrays, kind))
         table.clear()
 
     def replace_days(self, kind: str, rows: list[tuple[str, int, int]]) -> None:
