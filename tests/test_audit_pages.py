@@ -10,12 +10,13 @@ import importlib.util
 import inspect
 import io
 import re
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from webapp.access import Principal
 from webapp.database import write_transaction
@@ -23,7 +24,7 @@ from webapp.errors import Forbidden, Invalid
 from webapp.extensions import db
 from webapp.models import AuditEntry
 from webapp.services.history import actions as audit_actions
-from webapp.services.history import audit, audit_query
+from webapp.services.history import audit, audit_export, audit_query
 from webapp.services.identity import accounts
 from webapp.services.records import crud, ddis, kinds
 from webapp.views import audit_values
@@ -372,18 +373,18 @@ def test_csv_streams_every_row_in_chunks(world, monkeypatch):
         ]
     )
     reads = []
-    real = audit._chunks
+    real = audit_export._chunks
 
     def counting(conditions, chunk):
-        for row in real(conditions, chunk):
-            reads.append(row[0])  # the id
-            yield row
+        for rows in real(conditions, chunk):
+            reads.append(len(rows))
+            yield rows
 
-    monkeypatch.setattr(audit, "_chunks", counting)
-    entries = audit.export(OPERATOR, company="acme", date_to="2026-06-30", chunk=100)
+    monkeypatch.setattr(audit_export, "_chunks", counting)
+    entries = audit_export.export(OPERATOR, company="acme", date_to="2026-06-30", chunk=100)
     assert inspect.isgenerator(entries) and reads == []  # nothing read until consumed
     first = next(entries)
-    assert first.target == "item 2344" and len(reads) == 1
+    assert first.target == "item 2344" and reads == [100]
     targets = [first.target] + [e.target for e in entries]
     expected = [f"item {i}" for i in reversed(range(2345))]
     assert targets == expected
@@ -393,13 +394,30 @@ def test_csv_streams_every_row_in_chunks(world, monkeypatch):
     assert [r[4] for r in rows[1:]] == expected
 
 
+def test_an_export_left_early_leaves_the_session_usable(world):
+    """On PostgreSQL the next chunk is read in a second thread while this one is handled
+    (audit_export._chunks): an export given up after its first entry waits for that read,
+    then the session and its connection work as before, and no reader thread is left."""
+    add_entries(
+        [audit.entry(OPERATOR, "x.n", f"item {i}", at=datetime(2023, 1, 1)) for i in range(350)]
+    )
+    entries = audit_export.export(OPERATOR, date_to="2023-01-01", chunk=100)
+    assert next(entries).target == "item 349"
+    entries.close()
+    counted = select(func.count()).select_from(AuditEntry).where(AuditEntry.action == "x.n")
+    assert db.session.scalar(counted) == 350
+    assert not [t for t in threading.enumerate() if t.name.startswith("audit-export")]
+    again = audit_export.export(OPERATOR, date_to="2023-01-01", chunk=100)
+    assert len(list(again)) == 350  # and again, whole
+
+
 def test_export_checks_access_and_filters_before_reading(world):
     with pytest.raises(Forbidden):
-        audit.export(Principal(username="x", via="ui", billing_summary=True))
+        audit_export.export(Principal(username="x", via="ui", billing_summary=True))
     with pytest.raises(Invalid):
-        audit.export(OPERATOR, date_from="2024-13-01")
+        audit_export.export(OPERATOR, date_from="2024-13-01")
     with pytest.raises(Invalid):
-        audit.export(OPERATOR, date_from="2024-02-02", date_to="2024-02-01")
+        audit_export.export(OPERATOR, date_from="2024-02-02", date_to="2024-02-01")
 
 
 def test_csv_cells_cannot_become_formulas(world):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, render_template, request, url_for
@@ -23,7 +22,7 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from ..access import Principal
 from ..errors import Invalid, ServiceError
 from ..services import companies
-from ..services.history import actions, audit, audit_query
+from ..services.history import actions, audit, audit_export, audit_query
 from ..services.identity import accounts
 from . import downloads, pickers
 from .audit_values import changes, changes_text
@@ -182,14 +181,6 @@ def _position() -> dict[str, Any]:
     return position
 
 
-def _instant(at: datetime) -> str:
-    """An entry's instant as the CSV writes it, 'yyyy-mm-dd hh:mm:ss' (strftime's
-    '%Y-%m-%d %H:%M:%S': isoformat is the same text for these, in a fifth of the time)."""
-    if at.tzinfo is None and at.year >= 1000:
-        return at.isoformat(" ", "seconds")
-    return at.strftime("%Y-%m-%d %H:%M:%S")
-
-
 CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "detail")
 
 
@@ -202,21 +193,13 @@ def csv_download():
     form = FilterForm(request.args)
     _company_filter(me, form)  # the same company picker as the page
     filters = {name: (getattr(form, name).data or "").strip() for name in FILTERS}
-    entries = audit.export_rows(me, **filters)  # checks access and filters before streaming
+    entries = audit_export.export_rows(me, **filters)  # checks access and filters first
     return downloads.csv_download("audit.csv", CSV_COLUMNS, _csv_rows(entries))
 
 
-def _csv_rows(entries: Iterable[audit.Exported]) -> Iterator[tuple[str, ...]]:
-    """Each entry's cells: `_instant`, the texts as the page shows them, `changes_text`."""
+def _csv_rows(entries: Iterable[audit_export.Exported]) -> Iterator[tuple[str, ...]]:
+    """Each entry's cells: its instant, the texts as the page shows them, `changes_text`.
+    Entry by entry, through every step at once: whole chunks step by step were slower (each
+    step's list of two thousand rows no longer in the processor's cache for the next)."""
     for at, actor, via, action, target, company, before, after, detail in entries:
-        yield (
-            # _instant's common case inline: a call per row was a twentieth of the download.
-            at.isoformat(" ", "seconds") if at.tzinfo is None and at.year >= 1000 else _instant(at),
-            actor,
-            via,
-            action,
-            target,
-            company,
-            changes_text(before, after),
-            detail or "",
-        )
+        yield (at, actor, via, action, target, company, changes_text(before, after), detail or "")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from pydantic_core import from_json
-from sqlalchemy import ColumnElement, Text, cast, false, or_, select
+from sqlalchemy import ColumnElement, false, or_
 from sqlalchemy.orm import Session
 
 from ...access import TARGET_COMPANY, CompanyScope, Principal, Seen, redact, within
 from ...database import insert_rows, utcnow
 from ...errors import Invalid
-from ...extensions import db
 from ...models import AuditEntry
 from ...observability.context import current_request_id
 from ..fields import ISO_DATE
@@ -190,7 +187,7 @@ def _action(value: str | None) -> str | None:
     return text
 
 
-def _conditions(
+def filter_conditions(
     principal: Principal,
     actor: str | None,
     target: str | None,
@@ -200,9 +197,9 @@ def _conditions(
     implied: frozenset[str] = frozenset(),
     action: str | None = None,
 ) -> list[ColumnElement[bool]]:
-    """The filters of `search` and `export` as SQL conditions, access included; Forbidden or
-    Invalid before anything is read. `implied` names conditions left out because the caller's
-    branches hold them already ('scope', 'company', 'actor', 'action')."""
+    """The filters of `search` and `audit_export.export` as SQL conditions, access included;
+    Forbidden or Invalid before anything is read. `implied` names conditions left out because
+    the caller's branches hold them already ('scope', 'company', 'actor', 'action')."""
     principal.require_audit()
     start, end = _day(date_from, "date_from"), _day(date_to, "date_to")
     if start and end and end < start:
@@ -273,7 +270,7 @@ def search(
     # What the branches hold by themselves is no condition of its own: an OR over two columns
     # would lead PostgreSQL's planner to read both indexes whole (100 ms at 3M entries).
     implied = audit_query.implied(scope, record, _text(company))
-    conditions = _conditions(
+    conditions = filter_conditions(
         principal, actor, target, company, date_from, date_to, implied, action=action
     )
     if target and not record:  # every form named a company the reader may not see
@@ -289,180 +286,3 @@ def search(
     )
     rows = [shown(row, scope) for row in found.rows]
     return audit_query.AuditPage(rows, found.total, found.more, found.has_newer, found.has_older)
-
-
-EXPORT_CHUNK = 2000  # entries a query: fewer round trips, a few MB held at once
-
-
-def export(
-    principal: Principal,
-    *,
-    actor: str | None = None,
-    target: str | None = None,
-    company: str | None = None,
-    date_from: date | str | None = None,
-    date_to: date | str | None = None,
-    action: str | None = None,
-    chunk: int = EXPORT_CHUNK,
-) -> Iterator[Shown]:
-    """Every entry `search` would page through with these filters (the same access rules and
-    redaction), newest first, read `chunk` at a time.
-
-    Access and filters are checked now (Forbidden, Invalid); the rows are read as the
-    iterator is consumed, each chunk after the last entry of the one before (at, id), so the
-    log is never held in memory and each chunk is one range of the `at` index."""
-    filters = (actor, target, company, date_from, date_to, action)
-    rows, scope, at_of = _export_source(principal, filters, chunk)
-    return _shown_rows(rows, scope, at_of)
-
-
-_Side = Mapping[str, Any] | None
-Exported = tuple[datetime, str, str, str, str, str, _Side, _Side, str | None]
-"""An entry as the audit CSV reads it: at, actor, via, action, target, company_text, before,
-after, detail (the attributes of `Shown` of the same names)."""
-
-
-def export_rows(
-    principal: Principal,
-    *,
-    actor: str | None = None,
-    target: str | None = None,
-    company: str | None = None,
-    date_from: date | str | None = None,
-    date_to: date | str | None = None,
-    action: str | None = None,
-    chunk: int = EXPORT_CHUNK,
-) -> Iterator[Exported]:
-    """`export` with the same arguments and guarantees (access and filters checked now, the
-    rows read `chunk` at a time as consumed, the same redaction), each entry as the tuple of
-    the attributes the audit CSV reads (`Exported`): equal to `(e.at, e.actor, e.via,
-    e.action, e.target, e.company_text, e.before, e.after, e.detail)` of each `e` of `export`.
-    No `Shown` per entry, and a System-Admin's entries not through `redact`, which leaves
-    every entry of scope None as it is: a million entries' objects were a tenth of the
-    download's time."""
-    filters = (actor, target, company, date_from, date_to, action)
-    rows, scope, at_of = _export_source(principal, filters, chunk)
-    return _all_rows(rows, at_of) if scope is None else _redacted_rows(rows, scope, at_of)
-
-
-def _export_source(
-    principal: Principal, filters: tuple[Any, ...], chunk: int
-) -> tuple[Iterator[Sequence[Any]], CompanyScope, AtOf]:
-    """What both exports read: access and filters checked now (Forbidden, Invalid), then the
-    rows (`_chunks`, read as consumed), the reader's scope, and what makes a row's `at` a
-    datetime. `filters`: actor, target, company, date_from, date_to, action."""
-    actor, target, company, date_from, date_to, action = filters
-    conditions = _conditions(principal, actor, target, company, date_from, date_to, action=action)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError("chunk must be a positive integer")
-    return _chunks(conditions, chunk), principal.auditable_companies(), _instant_reader()
-
-
-def _json(text: str | None) -> Any:
-    """A JSON column's value from its stored text, as SQLAlchemy's JSON type decodes it
-    (json.loads): pydantic_core's parser gives the same values (ints of any size, floats to
-    the last bit, NaN and Infinity, the last of a repeated key) in a third of the time, and
-    what it refuses (a lone surrogate escape, '\\ud800'; nesting past 200 levels) json.loads
-    reads."""
-    if text is None or text == "null":  # no side, stored as SQL NULL or as JSON null
-        return None
-    try:
-        return from_json(text)
-    except ValueError:
-        return json.loads(text)
-
-
-# The columns the rows of `_chunks` hold, in this order.
-_EXPORTED = ("id", "at", "actor", "via", "action", "detail", "request_id")
-_REDACTED = ("company", "other_company", "before", "after", "target")
-_JSON_COLUMNS = frozenset({"before", "after"})
-
-
-def _shown_rows(rows: Iterable[Sequence[Any]], scope: CompanyScope, at_of: AtOf) -> Iterator[Shown]:
-    """`shown` of each row of `_chunks`, by position: a million rows' attribute look-ups by
-    name were a tenth of the audit CSV's time."""
-    for id_, at, actor, via, action, detail, request_id, company, other, old, new, target in rows:
-        seen = redact(scope, company, other, _json(old), _json(new), target)
-        yield Shown(id_, at_of(at), actor, via, action, detail, request_id, seen)
-
-
-def _all_rows(rows: Iterable[Sequence[Any]], at_of: AtOf) -> Iterator[Exported]:
-    """Every row as scope None sees it. redact(None, ...) is Seen(company, other_company,
-    before, after, target=target), nothing hidden; so Seen.company_text is the company ('' for
-    none), then ' (from <other>)' for a move, and Shown.target the target or ''."""
-    for _, at, actor, via, action, detail, _, company, other, old, new, target in rows:
-        shown_company = f"{company or ''} (from {other})" if other else company or ""
-        yield (
-            at_of(at), actor, via, action, target or "", shown_company, _json(old), _json(new),
-            detail,
-        )  # fmt: skip
-
-
-def _redacted_rows(
-    rows: Iterable[Sequence[Any]], scope: frozenset[str], at_of: AtOf
-) -> Iterator[Exported]:
-    """Every row through `redact`, as `shown` passes it."""
-    for _, at, actor, via, action, detail, _, company, other, old, new, target in rows:
-        seen = redact(scope, company, other, _json(old), _json(new), target)
-        yield (
-            at_of(at), actor, via, action, seen.target or "", seen.company_text, seen.before,
-            seen.after, detail,
-        )  # fmt: skip
-
-
-def _columns() -> list[ColumnElement[Any]]:
-    """The columns `_chunks` reads, in the order of _EXPORTED and _REDACTED. `before` and
-    `after` as their stored JSON text (`_json` decodes it): SQLAlchemy's JSON type decoding
-    them was a quarter of the audit CSV's time. A cast to text on both databases: the
-    PostgreSQL column is `json` (migrations 0001), whose text is the text stored."""
-    table = AuditEntry.__table__
-    return [
-        cast(table.c[name], Text).label(name) if name in _JSON_COLUMNS else table.c[name]
-        for name in (*_EXPORTED, *_REDACTED)
-    ]
-
-
-AtOf = Callable[[Any], Any]  # the driver's `at` to a datetime
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _instant_reader() -> AtOf:
-    """What makes the driver's value of `at` the datetime SQLAlchemy reads (SQLite: its
-    text, through the DATETIME type's own result processor; PostgreSQL: a datetime already).
-    The other columns `_chunks` reads need nothing: a dialect where one would is refused
-    here, rather than read differently."""
-    dialect = db.session.get_bind().dialect
-    processors = [
-        column.type.dialect_impl(dialect).result_processor(dialect, None) for column in _columns()
-    ]
-    if any(p is not None for i, p in enumerate(processors) if i != _EXPORTED.index("at")):
-        raise RuntimeError(f"audit export: the {dialect.name} driver's rows need converting")
-    return processors[_EXPORTED.index("at")] or _same
-
-
-def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[Sequence[Any]]:
-    """The rows of `conditions` (`_columns`), newest first, `chunk` a query, as the driver
-    returns them: `at` needs `_instant_reader` to be the datetime SQLAlchemy would read.
-    Every statement goes through SQLAlchemy (its parameters, events, the session's
-    transaction); only SQLAlchemy's Row per row is left out: it cost a third of the rows'
-    reading, more than anything else the export does per row."""
-    table = AuditEntry.__table__
-    query = select(*_columns()).order_by(table.c.at.desc(), table.c.id.desc()).limit(chunk)
-    at_of = _instant_reader()  # for each chunk's last entry, where the next one starts
-    last: tuple[datetime, int] | None = None
-    while True:
-        where = list(conditions)
-        if last is not None:
-            where.append(audit_query.older_than(last))
-        # The session's connection, in its transaction: a Core statement needs none of the
-        # ORM's result handling, which cost as much as reading the rows.
-        result = db.session.connection().execute(query.where(*where))
-        rows = result.cursor.fetchall()
-        result.close()
-        yield from rows
-        if len(rows) < chunk:
-            return
-        last = (at_of(rows[-1][1]), rows[-1][0])
