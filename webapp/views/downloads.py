@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import socket
 import struct
 from collections.abc import Iterable, Iterator, Sequence
@@ -72,10 +71,12 @@ def csv_download(filename: str, header: Sequence[str], rows: Iterable[Sequence[s
     return response
 
 
-# A cell that starts a line or follows a comma with what neutralise quotes, in a text whose
-# every comma is between two cells (CR, the last trigger, is checked by its count: a CR
-# after a comma may be the end of a row whose last cell is empty).
-_TRIGGER_STARTS_CELL = re.compile(r"(?:\A|,|\n)[=+\-@\t]")
+# What neutralise quotes, after what starts a cell in a text whose every comma is between
+# two cells: a comma, or the LF of the row before (the text's start is checked apart). CR,
+# the last trigger, is checked by its count (a CR after a comma may end a row whose last
+# cell is empty). Substring searches: a regular expression with these alternatives tried
+# every position, a sixth of a big download's time.
+_CELL_STARTS = tuple(start + trigger for start in (",", "\n") for trigger in "=+-@\t")
 
 
 def _plain_text(batch: Sequence[Sequence[str]]) -> str | None:
@@ -97,7 +98,8 @@ def _plain_text(batch: Sequence[Sequence[str]]) -> str | None:
         or '"' in text
         or text.count("\n") != rows
         or text.count("\r") != rows
-        or _TRIGGER_STARTS_CELL.search(text)
+        or text.startswith(CSV_TRIGGERS)
+        or any(start in text for start in _CELL_STARTS)
     ):
         return None
     return text
