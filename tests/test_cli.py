@@ -18,8 +18,6 @@ from webapp.models import Account, AuditEntry, Company, Ddi, HistoryInterval, Ph
 
 from .invariants import assert_history_consistent
 
-pytestmark = pytest.mark.slow  # every test runs `flask` commands, a few as subprocesses
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,6 +35,7 @@ def count(model) -> int:
     return db.session.scalar(select(func.count()).select_from(model))
 
 
+@pytest.mark.slow  # three `flask` processes
 def test_the_executable_refuses_bad_input_with_one_line_and_exit_1(flask_process):
     """The real `flask` process (what an operator's script sees): a domain refusal and a
     usage mistake are each one line on stderr, no traceback, exit status 1; the in-process
@@ -169,6 +168,7 @@ def test_accounts_enable_lets_a_disabled_account_back_in_and_is_audited(flask, c
     assert sorted(actions) == ["account.create", "account.disable", "account.enable"]
 
 
+@pytest.mark.slow  # the demo's records, twice
 def test_demo_seed_is_idempotent_and_consistent(flask):
     first = flask("demo", "seed")
     assert first.returncode == 0, first.stderr
@@ -229,6 +229,7 @@ def test_demo_seed_refuses_a_database_with_companies_or_accounts_and_writes_noth
 
 
 # This test and the next name a SQLite file of their own, whatever TEST_DATABASE_URL: once.
+@pytest.mark.slow  # a `flask` process
 @pytest.mark.database_independent
 def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     env = {
@@ -248,6 +249,7 @@ def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     assert_one_line_error(result, "db upgrade")
 
 
+@pytest.mark.slow  # three `flask` processes
 @pytest.mark.database_independent
 def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
     env = {
@@ -286,6 +288,7 @@ def test_usage_mistakes_are_one_line_and_exit_1(flask, args):
     assert result.returncode == 1
 
 
+@pytest.mark.slow  # a `flask` process
 @pytest.mark.database_independent  # a server on no port, whatever TEST_DATABASE_URL
 def test_an_unreachable_database_is_one_line(tmp_path):
     env = {
