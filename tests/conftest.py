@@ -6,13 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import current_app, g
@@ -27,6 +26,7 @@ from webapp.extensions import db, limiter
 from webapp.models import EventCounter, RollupState
 from webapp.observability import logs
 
+from .commands import run_in_process, run_process
 from .databases import postgres_database
 from .factories import BASIC_ROLES, COMPANIES, Factory, World
 
@@ -251,35 +251,41 @@ def live_server(app) -> Iterator[str]:
         yield base
 
 
-@pytest.fixture
-def flask(app, tmp_path):
-    """Run `flask --app app ARGS…` as a subprocess against the test database; returns the
-    CompletedProcess (the command line's contract: exit status, one line on stderr)."""
+def _commands(app, tmp_path, run: Callable[..., Any]) -> Callable[..., Any]:
+    """`run(ARGS, env, stdin)` on the test database, with the environment a deployment's
+    commands get (what `flask` and `flask_process` share)."""
     env = {
-        **os.environ,
         "DATABASE_URL": app.config["SQLALCHEMY_DATABASE_URI"],
         "INSTANCE_PATH": str(tmp_path / "instance"),
         # The app's: a deployment's commands and server share it (webhook secrets are
         # sealed with a key derived from it).
         "SECRET_KEY": app.config["SECRET_KEY"],
     }
-    root = Path(__file__).resolve().parent.parent
 
-    def run_flask(
-        *args: str, stdin: str | None = None, **settings: str
-    ) -> subprocess.CompletedProcess:
+    def run_flask(*args: str, stdin: str | None = None, **settings: str) -> Any:
         """`settings`: more environment variables (LOG_LEVEL="DEBUG")."""
-        db.session.rollback()  # let the subprocess see and write a fresh state
+        db.session.rollback()  # let the command see and write a fresh state
         # The webhook targets the test allows (allow_loopback_webhooks), as when it runs.
         allowed = app.config.get("WEBHOOK_ALLOW_NETWORKS") or ()
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "app", *args],
-            cwd=root,
-            env={**env, "WEBHOOK_ALLOW_NETWORKS": ",".join(map(str, allowed)), **settings},
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        allow = {"WEBHOOK_ALLOW_NETWORKS": ",".join(map(str, allowed))}
+        return run(args, {**env, **allow, **settings}, stdin)
 
     return run_flask
+
+
+@pytest.fixture
+def flask(app, tmp_path):
+    """Run `flask --app app ARGS…` against the test database, in this process
+    (commands.run_in_process: Click drives Flask's command line on a fresh app built from
+    the environment, as the executable would); returns what the tests read of a
+    CompletedProcess: returncode, stdout, stderr (an uncaught exception's traceback
+    included, status 1), args. A process costs 1.5 s to start: this is the default."""
+    return _commands(app, tmp_path, run_in_process)
+
+
+@pytest.fixture
+def flask_process(app, tmp_path):
+    """The same as `flask`, as a real subprocess (CompletedProcess): for the tests whose
+    subject is the process itself (the actual executable's exit status and its one line on
+    stderr, a process running beside another), which no in-process run can prove."""
+    return _commands(app, tmp_path, run_process)

@@ -1,4 +1,6 @@
-"""The `flask --app app` commands as a script would run them: a real subprocess."""
+"""The `flask --app app` commands as a script would run them: through Flask's command line in
+this process (the `flask` fixture, tests/commands.py), and as the real executable where the
+process is the subject (`flask_process`, and the tests naming a database of their own)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ from webapp.models import Account, AuditEntry, Company, Ddi, HistoryInterval, Ph
 
 from .invariants import assert_history_consistent
 
-pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -33,6 +33,37 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
 def count(model) -> int:
     db.session.rollback()
     return db.session.scalar(select(func.count()).select_from(model))
+
+
+@pytest.mark.slow  # three `flask` processes
+def test_the_executable_refuses_bad_input_with_one_line_and_exit_1(flask_process):
+    """The real `flask` process (what an operator's script sees): a domain refusal and a
+    usage mistake are each one line on stderr, no traceback, exit status 1; the in-process
+    runs of the other tests stand in for it."""
+    ok = flask_process("companies", "create", "acme", "--name", "Acme Telecom")
+    assert ok.returncode == 0, ok.stderr
+    again = flask_process("companies", "create", "acme", "--name", "Again")
+    assert_one_line_error(again, "already exists")
+    assert again.returncode == 1 and again.stdout == ""
+    usage = flask_process("companies", "create", "newco")
+    assert_one_line_error(usage, "--help")
+    assert usage.returncode == 1 and usage.stdout == ""
+    assert count(Company) == 1
+
+
+def test_an_uncaught_error_in_process_is_a_traceback_and_exit_1(flask, monkeypatch):
+    """The in-process runs keep what a process shows of a bug: Click's runner sets an
+    uncaught exception aside, the `flask` fixture puts its traceback on stderr, status 1,
+    so `"Traceback" not in stderr` still catches one."""
+    from webapp.services import companies
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(companies, "create", broken)
+    result = flask("companies", "create", "acme", "--name", "Acme")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "RuntimeError: a bug" in result.stderr
 
 
 def test_companies_create_and_refuse_bad_input(flask):
@@ -137,6 +168,7 @@ def test_accounts_enable_lets_a_disabled_account_back_in_and_is_audited(flask, c
     assert sorted(actions) == ["account.create", "account.disable", "account.enable"]
 
 
+@pytest.mark.slow  # the demo's records, twice
 def test_demo_seed_is_idempotent_and_consistent(flask):
     first = flask("demo", "seed")
     assert first.returncode == 0, first.stderr
@@ -197,6 +229,7 @@ def test_demo_seed_refuses_a_database_with_companies_or_accounts_and_writes_noth
 
 
 # This test and the next name a SQLite file of their own, whatever TEST_DATABASE_URL: once.
+@pytest.mark.slow  # a `flask` process
 @pytest.mark.database_independent
 def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     env = {
@@ -216,6 +249,7 @@ def test_commands_on_a_database_without_schema_say_what_to_do(tmp_path):
     assert_one_line_error(result, "db upgrade")
 
 
+@pytest.mark.slow  # three `flask` processes
 @pytest.mark.database_independent
 def test_db_upgrade_builds_a_fresh_sqlite_database(tmp_path):
     env = {
@@ -254,6 +288,7 @@ def test_usage_mistakes_are_one_line_and_exit_1(flask, args):
     assert result.returncode == 1
 
 
+@pytest.mark.slow  # a `flask` process
 @pytest.mark.database_independent  # a server on no port, whatever TEST_DATABASE_URL
 def test_an_unreachable_database_is_one_line(tmp_path):
     env = {

@@ -14,6 +14,7 @@ import pytest
 from webapp import create_app
 from webapp.config import SETTINGS, ConfigError, serving_warnings
 
+from .commands import FLASK, run_in_process
 from .conftest import PG_URL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,8 +159,16 @@ def test_single_sign_on_needs_its_three_settings_together():
     ],
 )
 def test_every_command_refuses_a_bad_setting_with_one_line(tmp_path, env, value):
-    for args in (["db", "upgrade"], ["companies", "list"], ["routes"]):
-        done = _flask({"INSTANCE_PATH": str(tmp_path), env: value}, *args)
+    """The real executable for the first command (its exit status and stderr are the
+    contract), the others in process (tests/commands.py): the refusal is app.py's, the same
+    before any command runs."""
+    settings = {"INSTANCE_PATH": str(tmp_path), "SECRET_KEY": KEY, env: value}
+    runs = [
+        _flask(settings, "db", "upgrade"),
+        *(run_in_process(args, settings) for args in (["companies", "list"], ["routes"])),
+    ]
+    for done in runs:
+        args = done.args[len(FLASK) :]
         assert done.returncode == 1, (args, done.stderr)
         assert done.stderr.strip().splitlines() == [done.stderr.strip()]
         assert done.stderr.startswith(f"Configuration error: {env}: ")

@@ -541,7 +541,6 @@ def test_page_is_for_system_admins_only_and_previews_are_their_own(world, factor
 # --- the command line ------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_cli_dry_run_apply_and_a_bad_file(world, flask, tmp_path):
     good = tmp_path / "good.csv"
     good.write_bytes(csv_bytes("44,2070000001,555,acme", "33,1,1,globex"))
@@ -565,7 +564,6 @@ def test_cli_dry_run_apply_and_a_bad_file(world, flask, tmp_path):
     assert missing.returncode == 1 and "no such file" in missing.stderr
 
 
-@pytest.mark.slow
 def test_cli_rejected_file_prints_every_problem(world, flask, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_bytes(MANY_PROBLEMS)

@@ -31,10 +31,7 @@ from .waiting import wait_until
 
 receiver = pytest.fixture(running_receiver, name="receiver")
 
-pytestmark = [
-    pytest.mark.slow,  # every test runs `flask` in a subprocess
-    pytest.mark.usefixtures("allow_loopback_webhooks"),  # URL is on 127.0.0.1
-]
+pytestmark = pytest.mark.usefixtures("allow_loopback_webhooks")  # URL is on 127.0.0.1
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -268,6 +265,7 @@ def test_deliver_once_with_no_webhook_exits_0(companies, flask):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # a `flask events deliver` process until SIGTERM
 def test_the_worker_logs_one_line_as_it_starts_and_one_as_it_stops(app, companies, tmp_path):
     """`flask events deliver` until SIGTERM (as systemd stops it): a line at start (the
     webhooks, its concurrency, its pid), one at stop (delivered of how many attempts), each

@@ -1,7 +1,8 @@
 """`flask --app app history import PATH.csv` (docs/cli.md#history-import).
 
-Mostly through the service, which the command calls; a few real subprocess runs check what a
-script sees: the exit status, one line on stderr naming the line at fault, nothing written.
+Mostly through the service, which the command calls; a few command runs (the `flask` fixture)
+check what a script sees: the exit status, one line on stderr naming the line at fault, nothing
+written.
 Every rejected file is checked with `snapshot()`: nothing at all changed.
 """
 
@@ -456,7 +457,6 @@ def test_row_overlapping_a_previously_imported_interval_is_refused(companies):
 # --- the command itself ----------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_text(csv_text(GOOD, USER_ROW), encoding="utf-8")
@@ -470,7 +470,6 @@ def test_command_imports_and_prints_a_summary(companies, flask, tmp_path):
     assert audit_actions().count("history.import") == 1
 
 
-@pytest.mark.slow
 def test_command_counts_agree_with_their_nouns(companies, flask, tmp_path):
     """One interval is "1 interval", in the command's line and in its audit entry."""
     path = tmp_path / "one.csv"
@@ -489,7 +488,6 @@ def test_command_counts_agree_with_their_nouns(companies, flask, tmp_path):
     assert first_entry == "1 row, 1 written, 0 already recorded"
 
 
-@pytest.mark.slow
 def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_bytes(b"\xef\xbb\xbf" + csv_text(GOOD, USER_ROW).replace("\n", "\r\n").encode())
@@ -498,7 +496,6 @@ def test_command_with_a_utf8_bom_and_crlf_works(companies, flask, tmp_path):
     assert len(intervals()) == 2
 
 
-@pytest.mark.slow
 def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_text(
@@ -510,7 +507,6 @@ def test_command_refuses_a_bad_file_in_one_line(companies, flask, tmp_path):
     assert snapshot() == before
 
 
-@pytest.mark.slow
 def test_command_prints_every_problem_of_a_rejected_file(companies, flask, tmp_path):
     path = tmp_path / "legacy.csv"
     path.write_text(MANY_PROBLEMS)
@@ -528,7 +524,6 @@ def test_command_prints_every_problem_of_a_rejected_file(companies, flask, tmp_p
     assert snapshot() == before
 
 
-@pytest.mark.slow
 def test_command_with_a_missing_file_says_so_in_one_line(companies, flask, tmp_path):
     before = snapshot()
     assert_one_line_error(flask("history", "import", str(tmp_path / "nope.csv")), "nope.csv")

@@ -1,7 +1,6 @@
 """The Alembic migrations build exactly the schema the models describe, and go back down."""
 
 import contextlib
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from webapp.extensions import db
+
+from .commands import Ran
 
 
 # SQLite's reflection cannot read an index on expressions (the numeric extension order's,
@@ -104,7 +105,7 @@ def test_downgrade_then_upgrade_round_trips_and_db_check_sees_no_drift(tmp_path,
         else:
             url = f"sqlite:///{tmp_path / 'scratch.db'}"
 
-        def flask(*args: str) -> subprocess.CompletedProcess:
+        def flask(*args: str) -> Ran:
             return run_cli(url, *args, instance=instance)
 
         def revision() -> str:
@@ -174,7 +175,7 @@ def test_0015_encrypts_clear_secrets_in_place_and_downgrade_decrypts_them(tmp_pa
         else:
             url = f"sqlite:///{tmp_path / 'scratch.db'}"
 
-        def flask(*args: str) -> subprocess.CompletedProcess:
+        def flask(*args: str) -> Ran:
             done = run_cli(url, *args, instance=instance)
             assert done.returncode == 0, (args, done.stderr)
             return done

@@ -1,4 +1,4 @@
-"""Month close on the command line, run as a subprocess (docs/cli.md#the-commands): `billing close`,
+"""Month close on the command line (docs/cli.md#the-commands): `billing close`,
 `billing reopen --reason`, `billing status`, and the warning of a `history import` into a closed
 month."""
 
@@ -14,8 +14,6 @@ from webapp.services.billing import reports
 
 from .factories import ACME, GLOBEX, add_history
 from .test_cli import assert_one_line_error
-
-pytestmark = pytest.mark.slow  # every test runs `flask` in a subprocess
 
 
 @pytest.fixture

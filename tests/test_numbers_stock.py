@@ -252,7 +252,6 @@ def test_only_a_system_admin_may_stock(world):
 # --- the command line --------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_cli_stocks_a_file_and_a_block(world, flask, tmp_path):
     good = tmp_path / "good.csv"
     good.write_text("dialcode,number,description\n44,2071230000,Main line\n\n1,0005,\n")
@@ -286,7 +285,6 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
-@pytest.mark.slow
 def test_cli_refuses_a_bad_file_naming_its_line_and_writes_nothing(world, flask, tmp_path):
     bad = tmp_path / "bad.csv"
     rows = [f"44,20712300{i:02d}" for i in range(5)] + ["44,20712x"] + ["44,2071230099"]
@@ -312,7 +310,6 @@ def test_cli_refuses_a_bad_file_naming_its_line_and_writes_nothing(world, flask,
     assert count(Number) == 0 and count(AuditEntry) == 0
 
 
-@pytest.mark.slow
 def test_cli_refuses_a_number_already_in_the_inventory(world, flask, tmp_path):
     post(world, {"values": [row("2")]})
     bad = tmp_path / "bad.csv"

@@ -144,7 +144,6 @@ def test_the_page_says_what_goes_and_the_button_resets(world):
     assert len(audits()) == 1
 
 
-@pytest.mark.slow  # a subprocess
 def test_the_command_resets_and_an_unknown_account_is_one_line(world, flask):
     give_factors("cadmin")
     result = flask("accounts", "reset-mfa", "cadmin")

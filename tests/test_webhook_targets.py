@@ -130,7 +130,6 @@ def test_loopback_is_refused_by_default(world, app):
         webhooks.create(OPERATOR, "http://127.0.0.1:9/hook")
 
 
-@pytest.mark.slow  # `flask` in a subprocess
 @pytest.mark.parametrize(
     "url", ["http://169.254.169.254/latest/meta-data/", "http://0x7f000001/", "http://[::1]:5432/"]
 )
@@ -143,7 +142,6 @@ def test_the_command_refuses_with_one_line_and_writes_nothing(world, flask, url)
     assert webhook_count() == 0
 
 
-@pytest.mark.slow
 def test_the_command_accepts_an_allowed_network(world, app, flask):
     allow(app, "127.0.0.0/8")  # the `flask` fixture passes it on as WEBHOOK_ALLOW_NETWORKS
     result = flask("webhooks", "create", "http://localhost:9/hook")
@@ -270,7 +268,6 @@ def test_failures_are_stored_as_categories_never_as_error_text(world, app, recei
         assert (answer.status, answer.error) == (None, category), url
 
 
-@pytest.mark.slow  # a real `flask webhooks list` subprocess
 def test_the_page_and_the_command_show_the_categories(world, app, receiver, flask):
     allow(app, "127.0.0.0/8")
     hook_id, _ = new_hook(receiver.url("/h"))
