@@ -49,12 +49,16 @@ def _sync_sqlite_at_checkpoints(dbapi_connection, _record) -> None:
 def pytest_collection_modifyitems(config, items):
     """`make test` runs the suite twice, on SQLite and then on PostgreSQL: what does not
     depend on the database (the bench smoke run on its own SQLite files, the pages' axe
-    checks, the style sheets) runs in the first pass only, so CI does not pay for it twice."""
+    checks, the style sheets) runs in the first pass only, so CI does not pay for it twice.
+    So do the real-browser tests (tests/browser/): what they test is the browser's side of
+    the pages (scripts, htmx swaps, focus, layout), and every page's server side, the same
+    requests, runs on both databases in the in-process tests."""
     if not PG_URL:
         return
     skip = pytest.mark.skip(reason="database-independent: run in the SQLite pass of make test")
+    browser = Path(__file__).parent / "browser"
     for item in items:
-        if item.get_closest_marker("database_independent"):
+        if item.get_closest_marker("database_independent") or browser in item.path.parents:
             item.add_marker(skip)
 
 
