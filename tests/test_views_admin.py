@@ -307,8 +307,9 @@ def test_companies_sort_by_counts_page_after_page(counted_companies, sort, desce
 
 
 def test_a_count_sort_reads_the_rollup_and_no_record(counted_companies):
-    # Sorted by a count, every matching company's count is read: from the rollup (one index
-    # seek each), never by counting the DDIs or phone users themselves. Still four queries.
+    # Sorted by a count, every matching company's count is read: from the rollup
+    # (rollup_latest, joined), never by counting the DDIs or phone users themselves. Still
+    # four queries.
     statements: list[str] = []
 
     def count(conn, cursor, statement, *args):

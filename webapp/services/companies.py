@@ -9,13 +9,13 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from ..access import CompanyScope, Principal, within
 from ..database import on_postgresql, upper_bound, write_transaction
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..extensions import db
-from ..models import Company, Ddi, PhoneUser, RollupMonth
+from ..models import Company, Ddi, PhoneUser, RollupLatest, RollupMonth
 from . import paging
 from .billing import rollups
 from .fields import check_format
@@ -114,11 +114,11 @@ class CompanyRow:
 
 
 # The orders of the companies list (System-Admin): each ends with the identifier, so it is
-# total. By DDI or phone-user count, each company's count is its rollup level (`count_now`):
-# one seek of ix_rollup_months_company (kind, company, month, level) per company, 10,000 at
-# the bench size, never a pass over the million DDIs. While a kind's rollup is not built its
-# counts would be such a pass, so that sort is refused then (`count_sortable`); the counts of
-# the page's 50 companies are still shown.
+# total. By DDI or phone-user count, each company's count is its rollup level (`count_now`'s,
+# read for every matching company from rollup_latest in one join: 58 ms instead of 210 ms at
+# 100,000 companies on SQLite), never a pass over the million DDIs. While a kind's rollup is
+# not built its counts would be such a pass, so that sort is refused then (`count_sortable`);
+# the counts of the page's 50 companies are still shown.
 SORTS = ("id", "name", "ddis", "users")
 COUNT_SORTS = {"ddis": "ddi", "users": "user"}
 
@@ -245,12 +245,17 @@ def _page_of(
     total = db.session.scalar(select(func.count()).select_from(Company).where(matches)) or 0
     number, pages = paging.clamp(number, total, per_page)
     built = {kind: s in sortable for s, kind in COUNT_SORTS.items()}
-    counted = (
-        [count_now(COUNT_SORTS[sort], Company.id, True).label(sort)] if sort in COUNT_SORTS else []
-    )
     # The page's companies first (sorted by a count: the only count worked out for every
     # matching company), then their two counts for those 50 alone.
-    inner = select(Company.id, Company.name, Company.created_at, *counted).where(matches)
+    inner = select(Company.id, Company.name, Company.created_at).where(matches)
+    if sort in COUNT_SORTS:
+        # Every matching company's count, from rollup_latest (each company's latest month row
+        # and its level: count_now's answer, kept beside the rollup, tests/invariants.py) in
+        # one join: a count_now seek per company was most of 210 ms at 100,000 companies.
+        latest = aliased(RollupLatest)
+        joined = and_(latest.kind == COUNT_SORTS[sort], latest.company == Company.id)
+        count = func.coalesce(latest.level, 0).label(sort)
+        inner = inner.add_columns(count).outerjoin(latest, joined)
     ordered = [
         k.desc() if descending else k.asc() for k in _sort_keys(sort, inner.selected_columns)
     ]
