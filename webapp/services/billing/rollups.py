@@ -433,8 +433,9 @@ def _period_found(
         # (kind, company, day) per company, its rows in order, rather than the month's range
         # of every company, filtered (a parameter list is filtered one by one on PostgreSQL
         # once its statement is prepared: 1,000 x 175,000 comparisons).
-        in_period = in_period.where(p.company.in_(companies)).order_by(None)
-        in_period = in_period.order_by(p.company, p.day)
+        in_period = (
+            in_period.where(p.company.in_(companies)).order_by(None).order_by(p.company, p.day)
+        )
     elif companies is not None:
         in_period = in_period.where(p.company.in_(companies))
     if one_month:
