@@ -50,6 +50,7 @@ SOME_CELL = st.text(alphabet=",\"\r\n=+-@\t' aé→\x00;:", max_size=6)
 ROWS = st.lists(st.lists(SOME_CELL, min_size=1, max_size=5), min_size=1, max_size=8)
 
 
+@pytest.mark.slow  # 3,000 examples, about 10 s
 @pytest.mark.database_independent
 @settings(max_examples=3000, deadline=None)
 @given(ROWS)
