@@ -76,7 +76,9 @@ def csv_download(filename: str, header: Sequence[str], rows: Iterable[Sequence[s
 # the last trigger, is checked by its count (a CR after a comma may end a row whose last
 # cell is empty). Substring searches: a regular expression with these alternatives tried
 # every position, a sixth of a big download's time.
-_CELL_STARTS = tuple(start + trigger for start in (",", "\n") for trigger in "=+-@\t")
+_CELL_STARTS = tuple(
+    start + trigger for start in (",", "\n") for trigger in CSV_TRIGGERS if trigger != "\r"
+)
 
 
 def _plain_text(batch: Sequence[Sequence[str]]) -> str | None:
@@ -84,7 +86,7 @@ def _plain_text(batch: Sequence[Sequence[str]]) -> str | None:
     csv.writer writes for it then, each row's cells joined by commas and ended by CRLF.
     None when a cell does (the caller writes it the long way).
 
-    A chunk's text is checked as a whole, by counts and one search: its commas are exactly
+    A chunk's text is checked as a whole, by counts and substring searches: its commas are exactly
     those between cells (so no cell holds one), it holds no quote, its CRs and LFs are only
     the rows' ends, and no cell starts with a trigger. Most chunks pass, and then a row costs
     one join: csv.writer and a check per cell were half of a big download's time. A row of

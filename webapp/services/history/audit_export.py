@@ -199,7 +199,8 @@ def _instant_texts(at_of: AtOf) -> TextOf:
     datetime to write it again (a sixth of a download's time); any other text goes the long
     way, through the datetime SQLAlchemy would read."""
     if db.session.get_bind().dialect.name != "sqlite":
-        return lambda at: instant_text(at_of(at))
+        # PostgreSQL's driver gives the datetime itself (at_of is _same): no call between.
+        return instant_text if at_of is _same else lambda at: instant_text(at_of(at))
 
     def cut(at: str) -> str:
         if len(at) == 26 and at[10] == " " and at[0] != "0":
