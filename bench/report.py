@@ -42,9 +42,11 @@ def _interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str,
 
 
 def _app(database_url: str):
-    from webapp import create_app
+    from webapp import create_app, freeze_startup_objects
 
-    return create_app({"SQLALCHEMY_DATABASE_URI": database_url, "API_RATE_LIMIT": "1000000/minute"})
+    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "API_RATE_LIMIT": "1000000/minute"})
+    freeze_startup_objects()  # as each gunicorn worker does once its app is built (wsgi.py)
+    return app
 
 
 def _token(app) -> str:

@@ -50,7 +50,7 @@ def pages(closed: tuple[int, int]) -> list[str]:
 
 def _client(database_url: str) -> tuple[object, Callable[[], None]]:
     """A test client signed in as the bench System-Admin, and what undoes the run's close."""
-    from webapp import create_app
+    from webapp import create_app, freeze_startup_objects
     from webapp.access import Principal
     from webapp.errors import Conflict
     from webapp.extensions import db
@@ -77,6 +77,7 @@ def _client(database_url: str) -> tuple[object, Callable[[], None]]:
     with client.session_transaction() as session:
         session["_user_id"] = user_id
         session["_fresh"] = True
+    freeze_startup_objects()  # as each gunicorn worker does once its app is built (wsgi.py)
 
     def undo() -> None:  # the run's close and its audit entry deleted: the set as it was
         with app.app_context():

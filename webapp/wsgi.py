@@ -1,9 +1,7 @@
 """The WSGI target of an installed package: `gunicorn webapp.wsgi:app` (no app.py needed, from
 any directory). app.py, the checkout's target for `flask --app app`, serves the same app."""
 
-import gc
-
-from . import create_app
+from . import create_app, freeze_startup_objects
 from .config import ConfigError, exit_with
 
 try:
@@ -11,9 +9,5 @@ try:
 except ConfigError as error:  # a bad setting: one line naming it, exit 1 (docs/configuration.md)
     exit_with(error)
 
-# Everything alive now (modules, the app, its templates' and SQLAlchemy's caches) lives as long
-# as the process: move it out of the cyclic collector's reach. A page that builds many small
-# objects (10,000 companies on the many-company report) otherwise triggers full collections
-# that walk all of it, about 50 ms each: the difference between the page budget's p95 and
-# twice it (bench/README.md). Under gunicorn this runs in each worker (no --preload).
-gc.freeze()
+# Under gunicorn this runs in each worker (no --preload): see freeze_startup_objects.
+freeze_startup_objects()
