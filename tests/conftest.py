@@ -26,6 +26,7 @@ from webapp.extensions import db, limiter
 from webapp.models import EventCounter, RollupState
 from webapp.observability import logs
 
+from . import snapshots
 from .commands import run_in_process, run_process
 from .databases import postgres_database
 from .factories import BASIC_ROLES, COMPANIES, Factory, World
@@ -108,7 +109,25 @@ def migrated(test_config, tmp_path_factory) -> str:
     with app.app_context():
         upgrade()
         db.engine.dispose()
-    return test_config["SQLALCHEMY_DATABASE_URI"]
+    url = test_config["SQLALCHEMY_DATABASE_URI"]
+    if not PG_URL:
+        _keep_sqlite_open(make_url(url).database or "")
+    return url
+
+
+_KEEPERS: list[sqlite3.Connection] = []
+
+
+def _keep_sqlite_open(path: str) -> None:
+    """One idle connection to the test database for the whole run. Each test ends by closing
+    its pool's connection (app fixture), and SQLite's last connection to a database in WAL mode
+    to close checkpoints the log and deletes it: 15 to 20 ms a test, a minute of a run. While
+    this one stays open no other is the last. It reads once, so that it takes part in the WAL
+    (its shared lock on the -shm file, which is what the closing ones see), and holds no other
+    lock: idle, it blocks no writer."""
+    keeper = sqlite3.connect(path, check_same_thread=False)
+    keeper.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    _KEEPERS.append(keeper)
 
 
 def empty_all_tables() -> None:
@@ -179,6 +198,7 @@ def app(shared_app):
             # Emptied as each test starts, not again as it ends: only the next test (this
             # worker's, on this worker's database) would see what it left.
             empty_all_tables()
+            snapshots.mark_emptied({"event_counter": 1, "rollup_state": 2})
             yield app
             db.session.remove()
             db.engine.dispose()
@@ -223,6 +243,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@snapshots.kept
 def world(factory, world_companies, world_accounts) -> World:
     """The shared world: the companies and one account (with an API token) per role.
     Modules needing records build on it by defining `world(world)` themselves."""

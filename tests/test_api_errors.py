@@ -27,6 +27,7 @@ from webapp.services.identity import accounts, api_tokens
 
 from .conftest import empty_all_tables
 from .factories import OPERATOR, Caller, Factory, World, snapshot
+from .snapshots import kept
 
 OPS = ("create", "read", "update", "link", "delete")
 WRITE_OPS = ("create", "update", "link", "delete")
@@ -164,6 +165,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """The shared world (callers world.root, world.ca, world.billing, world.reporter) with two
     DDIs and three phone users."""

@@ -38,6 +38,7 @@ from .conftest import BACKEND, PG_URL
 from .databases import postgres_database
 from .factories import ACME, GLOBEX, INITECH, World, add_history, snapshot
 from .invariants import assert_history_consistent
+from .snapshots import kept
 from .test_races import post_json
 from .waiting import wait_until
 
@@ -59,6 +60,7 @@ needs_postgresql = pytest.mark.skipif(
 
 
 @pytest.fixture
+@kept
 def world(world: World, factory) -> World:
     """The shared world plus DDIs, phone users, two months of history, October 2025 closed and
     an interval imported into it after the close."""

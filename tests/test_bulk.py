@@ -19,6 +19,7 @@ from webapp.services.records import bulk, crud, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
+from .snapshots import kept
 
 ROOT = Principal.cli("root-cli")
 DDI_KIND = kinds.DDI
@@ -33,6 +34,7 @@ def companies_of() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world, factory):
     for i in range(6):
         factory.ddi("44", f"207000000{i}", ACME, f"10{i}")

@@ -13,6 +13,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from .factories import World
+from .snapshots import kept
 
 ACME, GLOBEX = "acme", "globex"
 
@@ -31,6 +32,7 @@ NOUN = {"ddis": "DDIs", "users": "phone users"}
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     world.factory.ddi("44", "2071234567", ACME, "100")
     world.factory.ddi("44", "2079999999", ACME, "101")

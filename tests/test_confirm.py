@@ -25,6 +25,7 @@ from webapp.services import sealing
 from webapp.services.billing import month_close
 
 from .factories import ACME, snapshot
+from .snapshots import kept
 
 PASSWORD = "correct horse battery"
 CLOSED = (2025, 9)
@@ -32,6 +33,7 @@ LABEL = "2025-09"
 
 
 @pytest.fixture
+@kept
 def world(world):
     month_close.close_month(Principal.cli(), month_close.MonthRequest(CLOSED[1], CLOSED[0]))
     return world

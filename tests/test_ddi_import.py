@@ -23,6 +23,7 @@ from webapp.services.records import crud, kinds
 
 from .factories import ACME, GLOBEX, INITECH, snapshot
 from .invariants import assert_history_consistent
+from .snapshots import kept
 
 HEADER = "dialcode,number,virt_exten,company"
 ROOT_P = Principal.cli("importer")
@@ -50,6 +51,7 @@ def run_import(data: bytes, dry_run: bool = False) -> ddi_import.Plan:
 
 
 @pytest.fixture
+@kept
 def world(world, factory):
     factory.ddi("44", "2070000001", ACME, "101")
     factory.ddi("44", "2070000002", ACME, "102")

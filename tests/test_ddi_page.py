@@ -18,6 +18,7 @@ from webapp.services.numbers import reserving, retiring, stock
 from webapp.services.records import crud, ddis, kinds
 
 from .factories import ACME, GLOBEX, INITECH
+from .snapshots import kept
 
 ROOT = Principal.cli("root-cli")
 PAGE = "/ddis/44/2070000001"
@@ -53,6 +54,7 @@ def on(app) -> date:
 
 
 @pytest.fixture
+@kept
 def world(world, factory):
     factory.ddi("44", "2070000001", GLOBEX, "101")
     # globex -> acme -> initech -> acme: four intervals in three companies.

@@ -11,6 +11,7 @@ from webapp.extensions import db
 from webapp.models import AuditEntry, Number
 
 from .factories import World, snapshot
+from .snapshots import kept
 from .test_views_records import (
     ACME,
     DDI_URL,
@@ -26,6 +27,7 @@ from .test_views_records import (
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """The shared world with an ACME DDI and phone user (those of test_views_records)."""
     world.factory.ddi("44", "2071234567", ACME, "100")

@@ -16,9 +16,11 @@ from .pages import (
     add_page_records,
     page_paths,
 )
+from .snapshots import kept
 
 
 @pytest.fixture
+@kept
 def world(world):
     add_page_records(world)
     return world

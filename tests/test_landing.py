@@ -15,6 +15,7 @@ from webapp.errors import Forbidden
 from webapp.services.records import crud, kinds, landing
 
 from .factories import OPERATOR, snapshot
+from .snapshots import kept
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 # 120 DDIs at acme (numbers 2070000000..119, extensions 1000..1119) and 3 at globex.
@@ -22,6 +23,7 @@ NUMBERS = [f"2070000{i:03d}" for i in range(120)]
 
 
 @pytest.fixture
+@kept
 def world(world):
     crud.create(
         OPERATOR,

@@ -20,12 +20,14 @@ from webapp.services import company_overview
 from webapp.services.billing import reports
 
 from .factories import ACME, GLOBEX, INITECH, add_history, csrf_from
+from .snapshots import kept
 
 OCT = {"month": 10, "year": 2025}
 LABEL = "2025-10"
 
 
 @pytest.fixture
+@kept
 def world(world):
     add_history(
         ("ddi", ACME, "44:1", datetime(2025, 10, 1), datetime(2025, 10, 11)),

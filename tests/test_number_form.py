@@ -14,6 +14,7 @@ from bs4 import BeautifulSoup
 from webapp import wording
 
 from .pages import DIALCODE, NUMBER, PAGES, add_page_records, page_paths
+from .snapshots import kept
 
 SHOWN = f"+{DIALCODE} {NUMBER}"
 # The old forms: a stored key (not a time of day: its second part is at least 3 digits) and
@@ -24,6 +25,7 @@ CHECKED = [name for name, path in PAGES.items() if not path.startswith("/reports
 
 
 @pytest.fixture
+@kept
 def world(world):
     add_page_records(world)
     return world

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from .factories import snapshot
+from .snapshots import kept
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 TARGETS = {"own": HOME, "other": OTHER}
@@ -98,6 +99,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world):
     """The shared world's three companies with DDIs and phone users; answers a function giving
     a role's Caller."""

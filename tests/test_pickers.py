@@ -21,6 +21,7 @@ from webapp.services.history import actions as audit_actions
 from webapp.services.identity import accounts
 
 from .factories import ACME, GLOBEX, INITECH, ROLES, snapshot
+from .snapshots import kept
 
 HOSTILE = "<script>alert(1)</script>"
 BULK = [f"bulk{n:02d}" for n in range(25)]
@@ -103,6 +104,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world):
     world.factory.ddi("44", "2071234567", ACME)
     world.factory.user("ana", ACME)

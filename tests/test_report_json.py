@@ -18,6 +18,7 @@ from webapp.access import Principal
 from webapp.services.billing import month_close, report_json, reports
 
 from .factories import World, add_history
+from .snapshots import kept
 
 KINDS = ("ddi", "user")
 PATHS = {"ddi": "/rest/call/readDDICount", "user": "/rest/call/readUserCount"}
@@ -114,6 +115,7 @@ def world_companies() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """Figures in October 2025: acme's record all month, globex's from noon on the 16th to
     November, a second one of globex's for a day; initech nothing."""

@@ -18,6 +18,7 @@ from webapp.services.billing import reports
 from webapp.services.records import crud, kinds
 
 from .factories import OPERATOR, Caller, Factory, World, add_history
+from .snapshots import kept
 
 HOME, OTHER, SECOND = "acme", "globex", "initech"
 ALL = (HOME, OTHER, SECOND)
@@ -138,6 +139,7 @@ def assert_world_entry(entry: dict[str, Any], kind: str, company: str) -> None:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """The shared world (acme, globex, initech and an account per role) and this history."""
     rows = []

@@ -18,6 +18,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from .factories import World, add_history
+from .snapshots import kept
 from .test_views_reports import assert_no_inline_code
 
 pytestmark = pytest.mark.slow  # a world of 63 companies per test
@@ -48,6 +49,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """Company n has n % 7 records active all October, and on October 12th one more from 09:00
     to 10:00; co000 has 250 records that day (three pages of the drill-down)."""

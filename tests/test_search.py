@@ -13,6 +13,7 @@ from webapp.errors import Invalid
 from webapp.services import search
 
 from .factories import ACME, GLOBEX, INITECH, World
+from .snapshots import kept
 
 ACCOUNTS = {
     "root": "root",  # System-Admin
@@ -31,6 +32,7 @@ def world_accounts() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """acme: two London numbers, alice and alina; globex: a number ending like acme's first,
     anna; initech: MANY numbers of one block and MANY phone users 'bulk…'."""

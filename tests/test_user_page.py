@@ -13,6 +13,7 @@ from webapp.access import Principal
 from webapp.services.records import crud, kinds
 
 from .factories import ACME, GLOBEX
+from .snapshots import kept
 
 ROOT = Principal.cli("root-cli")
 PAGE = f"/users/{ACME}/ana.kim"
@@ -27,6 +28,7 @@ def action_links(page: BeautifulSoup) -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world, factory):
     factory.user("ana.kim", ACME, "201")
     factory.user("bo", GLOBEX, "301")

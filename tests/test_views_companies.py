@@ -29,6 +29,7 @@ from webapp.services.records import crud, ddis, kinds
 
 from .factories import OPERATOR, World, add_history
 from .invariants import assert_history_consistent
+from .snapshots import kept
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 # username -> role of factories.ROLES
@@ -73,6 +74,7 @@ def midnight(day: date) -> datetime:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """acme with two DDIs and a phone user now, and a history over the last thirteen months
     (REPORT_TIMEZONE is UTC in the tests); globex with one DDI. The history's own intervals

@@ -23,6 +23,7 @@ from webapp.services.numbers import answers
 
 from .factories import ACME, GLOBEX, snapshot
 from .list_cells import number_info, table_rows
+from .snapshots import kept
 from .test_numbers_reserve import stock
 
 AVAILABLE = [f"207123000{i}" for i in range(4)]
@@ -39,6 +40,7 @@ def on(app) -> date:
 
 
 @pytest.fixture
+@kept
 def world(world, factory, on):
     factory.ddi("44", IN_SERVICE, ACME, "100")
     factory.ddi("44", "2072000001", GLOBEX, "101")

@@ -26,6 +26,7 @@ from webapp.views.forms import FIELD_LABELS
 
 from .factories import OPERATOR, World, csrf_from, snapshot
 from .list_cells import table_rows
+from .snapshots import kept
 
 ACME, GLOBEX, INITECH = "acme", "globex", "initech"
 COMPANIES = (ACME, GLOBEX, INITECH)
@@ -101,6 +102,7 @@ def world_companies() -> dict[str, str]:
 
 
 @pytest.fixture
+@kept
 def world(world: World) -> World:
     """The shared world (its accounts: ROLE_ORDER) with the DDIs and users above."""
     for dialcode, number, virt_exten, company in DDIS:

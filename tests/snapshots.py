@@ -1,0 +1,155 @@
+"""Worlds built once per test process and restored as rows after that.
+
+Building a world through the services (companies, accounts with tokens, a module's records)
+costs tens of milliseconds a test, most of a typical test's time. `kept` builds it the first
+time, through the services as before, then keeps every table's rows and the World's callers;
+a later test asking for the same world in the same state of the database gets those rows
+written back in one pass instead. The rows are the ones the services wrote (ids, hashed
+tokens, audit entries, events and the event counter included), so the test sees the same
+database, apart from the instants of when they were written.
+
+A world is restored only when nothing could tell it from a build:
+- the same fixture, with the same arguments other than the World it builds on, and the
+  same configuration (every setting's repr);
+- on the same database state: the app fixture's emptied database, or a world restored or
+  built just before (a module's world builds on the shared one), with no statement but reads
+  since (`_count_writes`, on every engine of the process) and the same row count in every
+  table (what a write the engine does not see, such as psycopg's COPY, would change);
+- a World, with no signed-in browser client (a session's age is part of what it is).
+Anything else builds as before, and the database state becomes unknown until the next test.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import Engine, Table, event, func, literal, select, union_all
+
+from webapp.extensions import db
+
+from .factories import Factory, World
+
+
+@dataclass(frozen=True)
+class _Kept:
+    rows: list[tuple[Table, list[dict[str, Any]]]]  # every table's rows, in dependency order
+    counts: tuple[int, ...]  # each table's row count, metadata order
+    callers: dict[str, Any]
+    method: str | None  # the fixture answers this method of the World, not the World
+
+
+_cache: dict[Hashable, _Kept] = {}
+_state: Hashable | None = None  # what the database holds now: a key, or None (unknown)
+_counts: tuple[int, ...] | None = None  # its row counts, when known
+_writes = 0  # statements other than reads since the state was set
+
+_READS = ("SELECT", "PRAGMA", "SHOW", "SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT")
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _count_writes(_conn, _cursor, statement, _parameters, _context, _executemany) -> None:
+    global _writes
+    if not statement.lstrip()[:9].upper().startswith(_READS):
+        _writes += 1
+
+
+def mark(state: Hashable | None, counts: tuple[int, ...] | None = None) -> None:
+    """The database now holds `state` (None: unknown), with these row counts if known."""
+    global _state, _counts, _writes
+    _state, _counts, _writes = state, counts, 0
+
+
+def mark_emptied(rows: dict[str, int]) -> None:
+    """The app fixture has emptied the database, leaving only `rows` ({table name: count}):
+    a state of its own for each configuration it was emptied under."""
+    counts = tuple(rows.get(t.name, 0) for t in db.metadata.sorted_tables)
+    mark(("emptied", _config_key()), counts)
+
+
+def _row_counts() -> tuple[int, ...]:
+    tables = db.metadata.sorted_tables
+    query = union_all(
+        *(
+            select(literal(i).label("i"), func.count().label("n")).select_from(t)
+            for i, t in enumerate(tables)
+        )
+    )
+    found = {i: n for i, n in db.session.execute(query).all()}
+    return tuple(int(found[i]) for i in range(len(tables)))
+
+
+def _config_key() -> str:
+    return repr(sorted(current_app.config.items(), key=lambda item: item[0]))
+
+
+def kept(build: Callable[..., Any]) -> Callable[..., Any]:
+    """A world fixture's function, built once per state and then restored (module doc). The
+    fixture's arguments are as pytest gives them; a World among them is the one built on."""
+
+    @functools.wraps(build)
+    def fixture(*args: Any, **kwargs: Any) -> Any:
+        given = [v for v in (*args, *kwargs.values()) if isinstance(v, World)]
+        # The World and Factory given are this test's (objects of their own each time).
+        others = {k: repr(v) for k, v in kwargs.items() if not isinstance(v, World | Factory)}
+        key = (build.__module__, build.__qualname__, repr(sorted(others.items())), _state)
+        key = (*key, _config_key())
+        db.session.rollback()  # what the session holds is read afresh
+        if _state is not None and _writes == 0 and key in _cache and _counts is not None:
+            kept_ = _cache[key]
+            if _row_counts() == _counts:
+                world = given[0] if given else World(kwargs["factory"])
+                _restore(kept_)
+                world.callers = dict(kept_.callers)
+                mark(key, kept_.counts)
+                return getattr(world, kept_.method) if kept_.method else world
+        unchanged = _state is not None and _writes == 0
+        result = build(*args, **kwargs)
+        db.session.rollback()
+        # A World, or one of its methods (a fixture answering world.caller).
+        world, method = result, None
+        if not isinstance(result, World):
+            world, method = getattr(result, "__self__", None), getattr(result, "__name__", None)
+        if unchanged and isinstance(world, World) and not world._browsers:
+            rows = _read_all()
+            counts = tuple(len(r) for _, r in rows)
+            _cache[key] = _Kept(rows, counts, dict(world.callers), method)
+            mark(key, counts)
+        else:
+            mark(None)
+        return result
+
+    return fixture
+
+
+def _read_all() -> list[tuple[Table, list[dict[str, Any]]]]:
+    connection = db.session.connection()
+    found = []
+    for table in db.metadata.sorted_tables:
+        found.append((table, [dict(r) for r in connection.execute(select(table)).mappings()]))
+    db.session.rollback()
+    return found
+
+
+def _restore(kept_: _Kept) -> None:
+    """Every table's rows replaced by the kept ones, through the session's own connection (as
+    the services wrote them: a second connection would be one more in the pool, which a test
+    of the planner's statistics, loaded per connection, would notice)."""
+    session = db.session()
+    session.rollback()  # its read of the counts would still see the old rows
+    conn = session.connection()
+    # Only the tables holding rows now (_counts, checked just before): a few, not forty.
+    holding = [t for (t, _), n in zip(kept_.rows, _counts or (), strict=True) if n]
+    deletes = [t.delete() for t in reversed(holding)]
+    if deletes and conn.dialect.name == "postgresql":  # one round trip, as empty_all_tables
+        conn.exec_driver_sql(";\n".join(str(d.compile(dialect=conn.dialect)) for d in deletes))
+    else:
+        for delete in deletes:
+            conn.execute(delete)
+    for table, rows in kept_.rows:
+        if rows:
+            conn.execute(table.insert(), rows)
+    session.commit()
