@@ -133,22 +133,19 @@ def _keep_sqlite_open(path: str) -> None:
 def empty_all_tables() -> None:
     """Every table empty, and the (empty) report rollup marked built as a fresh migration
     leaves it, so tests exercise the rollup unless they change REPORT_TIMEZONE."""
-    with db.engine.begin() as conn:
-        deletes = [table.delete() for table in reversed(db.metadata.sorted_tables)]
-        if conn.dialect.name == "postgresql":
-            # One round trip for the thirty-odd DELETEs instead of one each (psycopg sends
-            # statements without parameters as one query); every test starts here.
-            conn.exec_driver_sql(";\n".join(str(d.compile(dialect=conn.dialect)) for d in deletes))
-        else:
-            for delete in deletes:
-                conn.execute(delete)
+    zone = current_app.config["REPORT_TIMEZONE"]
+    left = {
         # The one row migration 0013 puts in event_counter (events get their ids from it).
-        conn.execute(EventCounter.__table__.insert(), [{"id": 1, "last_id": 0}])
-        zone = current_app.config["REPORT_TIMEZONE"]
-        conn.execute(
-            RollupState.__table__.insert(),
-            [{"kind": k, "timezone": zone, "built_at": utcnow()} for k in ("ddi", "user")],
-        )
+        EventCounter.__table__: [{"id": 1, "last_id": 0}],
+        RollupState.__table__: [
+            {"kind": k, "timezone": zone, "built_at": utcnow()} for k in ("ddi", "user")
+        ],
+    }
+    with db.engine.begin() as conn:
+        snapshots.delete_rows(conn, db.metadata.sorted_tables)
+        for table, rows in left.items():
+            conn.execute(table.insert(), rows)
+    snapshots.mark_emptied({table.name: len(rows) for table, rows in left.items()})
 
 
 def _isolate_requests(app) -> None:
@@ -198,7 +195,6 @@ def app(shared_app):
             # Emptied as each test starts, not again as it ends: only the next test (this
             # worker's, on this worker's database) would see what it left.
             empty_all_tables()
-            snapshots.mark_emptied({"event_counter": 1, "rollup_state": 2})
             yield app
             db.session.remove()
             db.engine.dispose()

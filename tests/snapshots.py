@@ -22,12 +22,12 @@ Anything else builds as before, and the database state becomes unknown until the
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Engine, Table, event, func, literal, select, union_all
+from sqlalchemy import Connection, Engine, Table, event, func, literal, select, union_all
 
 from webapp.extensions import db
 
@@ -37,9 +37,13 @@ from .factories import Factory, World
 @dataclass(frozen=True)
 class _Kept:
     rows: list[tuple[Table, list[dict[str, Any]]]]  # every table's rows, in dependency order
-    counts: tuple[int, ...]  # each table's row count, metadata order
     callers: dict[str, Any]
     method: str | None  # the fixture answers this method of the World, not the World
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Each table's row count, metadata order."""
+        return tuple(len(rows) for _, rows in self.rows)
 
 
 _cache: dict[Hashable, _Kept] = {}
@@ -64,7 +68,8 @@ def mark(state: Hashable | None, counts: tuple[int, ...] | None = None) -> None:
 
 
 def mark_emptied(rows: dict[str, int]) -> None:
-    """The app fixture has emptied the database, leaving only `rows` ({table name: count}):
+    """The database was just emptied (conftest.empty_all_tables), leaving only `rows`
+    ({table name: count}):
     a state of its own for each configuration it was emptied under."""
     counts = tuple(rows.get(t.name, 0) for t in db.metadata.sorted_tables)
     mark(("emptied", _config_key()), counts)
@@ -95,8 +100,8 @@ def kept(build: Callable[..., Any]) -> Callable[..., Any]:
         given = [v for v in (*args, *kwargs.values()) if isinstance(v, World)]
         # The World and Factory given are this test's (objects of their own each time).
         others = {k: repr(v) for k, v in kwargs.items() if not isinstance(v, World | Factory)}
-        key = (build.__module__, build.__qualname__, repr(sorted(others.items())), _state)
-        key = (*key, _config_key())
+        key = (build.__module__, build.__qualname__, repr(sorted(others.items())))
+        key = (*key, _state, _config_key())
         db.session.rollback()  # what the session holds is read afresh
         if _state is not None and _writes == 0 and key in _cache and _counts is not None:
             kept_ = _cache[key]
@@ -114,15 +119,27 @@ def kept(build: Callable[..., Any]) -> Callable[..., Any]:
         if not isinstance(result, World):
             world, method = getattr(result, "__self__", None), getattr(result, "__name__", None)
         if unchanged and isinstance(world, World) and not world._browsers:
-            rows = _read_all()
-            counts = tuple(len(r) for _, r in rows)
-            _cache[key] = _Kept(rows, counts, dict(world.callers), method)
-            mark(key, counts)
+            _cache[key] = kept_ = _Kept(_read_all(), dict(world.callers), method)
+            mark(key, kept_.counts)
         else:
             mark(None)
         return result
 
     return fixture
+
+
+def delete_rows(conn: Connection, tables: Sequence[Table]) -> None:
+    """Delete every row of `tables` (in dependency order: deleted last first). On PostgreSQL in
+    one round trip instead of one each (psycopg sends statements without parameters as one
+    query): every test starts with this."""
+    deletes = [table.delete() for table in reversed(tables)]
+    if not deletes:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(";\n".join(str(d.compile(dialect=conn.dialect)) for d in deletes))
+    else:
+        for delete in deletes:
+            conn.execute(delete)
 
 
 def _read_all() -> list[tuple[Table, list[dict[str, Any]]]]:
@@ -142,13 +159,7 @@ def _restore(kept_: _Kept) -> None:
     session.rollback()  # its read of the counts would still see the old rows
     conn = session.connection()
     # Only the tables holding rows now (_counts, checked just before): a few, not forty.
-    holding = [t for (t, _), n in zip(kept_.rows, _counts or (), strict=True) if n]
-    deletes = [t.delete() for t in reversed(holding)]
-    if deletes and conn.dialect.name == "postgresql":  # one round trip, as empty_all_tables
-        conn.exec_driver_sql(";\n".join(str(d.compile(dialect=conn.dialect)) for d in deletes))
-    else:
-        for delete in deletes:
-            conn.execute(delete)
+    delete_rows(conn, [t for (t, _), n in zip(kept_.rows, _counts or (), strict=True) if n])
     for table, rows in kept_.rows:
         if rows:
             conn.execute(table.insert(), rows)
