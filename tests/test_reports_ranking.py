@@ -25,6 +25,7 @@ from webapp.extensions import db
 from webapp.models import ClosedFigures, MonthClose
 from webapp.services.billing import (
     _rollup_sums,
+    closed_figures,
     month_close,
     periods,
     ranks,
@@ -120,8 +121,15 @@ def check_ranking(kind: str, year: int, month: int) -> None:
             assert kept == (totals, days)
         # The marks a close stores, from the rows it read for its figures: the database's.
         carried = rollups.carried_levels(db.session, kind, period.days[0].day, None)
-        rows = rollups.period_rows(db.session, kind, period, None)
-        stored = rollups.marks_of(rows, carried, period)
+        figures = rollups.close_figures(db.session, kind, period, carried)
+        stored = {c: marks for c, (_, _, marks) in figures.items()}
+        lists = rollups.peak_lists(db.session, kind, period, None)
+        # The figures a close stores: every company's days but those all zeros, as their text.
+        assert {c: days for c, (days, _, _) in figures.items()} == {
+            c: days for c, days in lists.items() if c in stored
+        }
+        assert all(not any(days) for c, days in lists.items() if c not in stored)
+        assert all(text == closed_figures.encode(days) for days, text, _ in figures.values())
         now = rollups.month_marks(db.session, kind, period, carried)
         assert stored.keys() == now.keys()
         assert all(rollups.same_marks(stored[c], now[c]) for c in now)

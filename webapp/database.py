@@ -10,6 +10,7 @@ the rows they change with SELECT ... FOR UPDATE, which SQLite simply omits.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -193,6 +194,22 @@ def bulk_cache(session: Session) -> Iterator[None]:
         session.execute(text(f"PRAGMA cache_size={int(previous)}"))
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, and back as it was after: for work
+    that builds millions of small objects and no cycles (a month close at provider scale),
+    during which the collector's full passes walk all of them again and again (1.5 to 2 s of
+    a 100,000-company close, bench/README.md). Reference counting still frees what the block
+    drops; the switch is the process's, so a thread beside it runs without passes meanwhile."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def one_of(session: Session, column: Any, values: list[Any]) -> ColumnElement[bool]:
     """`column IN values`, as PostgreSQL best runs it many times over: `= ANY(array)`, one
     statement text whatever the number of values, so psycopg and the server prepare it once
@@ -204,10 +221,23 @@ def one_of(session: Session, column: Any, values: list[Any]) -> ColumnElement[bo
 
 def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> None:
     """Insert `rows` (dicts with the same keys, columns of `table`) in the session's
-    transaction. On PostgreSQL through COPY: for the change path's large writes (an import's
-    hundreds of thousands of history intervals and audit entries) an executemany spends most of
-    its time building statements in Python. Elsewhere (SQLite) an executemany, which costs no
-    round trips there."""
+    transaction: insert_values' way."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    # itemgetter of one name answers the value, of several a tuple: always a tuple here.
+    get: Any = itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
+    insert_values(session, table, columns, [get(row) for row in rows])
+
+
+def insert_values(
+    session: Session, table: Table, columns: list[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """Insert `rows` (each a tuple of the values of `columns`, columns of `table`) in the
+    session's transaction. On PostgreSQL through COPY: for the change path's large writes (an
+    import's hundreds of thousands of history intervals and audit entries) an executemany
+    spends most of its time building statements in Python. Elsewhere (SQLite) an executemany,
+    which costs no round trips there."""
     if not rows:
         return
     dialect = session.get_bind().dialect
@@ -215,7 +245,6 @@ def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
         # The driver's executemany with each column's own bind processor (the stored form is
         # what a Core insert writes): a Core insert of dicts spends more time preparing each
         # row's parameters than SQLite spends writing it (a third of a 1,000-row batch create).
-        columns = list(rows[0])
         quote = dialect.identifier_preparer.quote
         # The dialect's own type (SQLite's DATETIME writes microseconds always, so stored
         # timestamps compare as text); the generic type's processor would be none.
@@ -225,12 +254,10 @@ def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
         # Names from the table's metadata, quoted; the values are parameters.
         names = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
         statement = f"INSERT INTO {names} VALUES ({', '.join('?' for _ in columns)})"  # noqa: S608
-        values = _stored_rows(rows, columns, processors)
-        session.connection().exec_driver_sql(statement, values)
+        session.connection().exec_driver_sql(statement, _stored_rows(rows, processors))
         return
-    columns = list(rows[0])
     # JSON columns are written as their text; every other value as psycopg adapts it.
-    as_json = [isinstance(table.c[c].type, JSON) for c in columns]
+    as_json = [i for i, c in enumerate(columns) if isinstance(table.c[c].type, JSON)]
     driver = session.connection().connection.driver_connection
     assert driver is not None
     statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
@@ -239,35 +266,33 @@ def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
     try:
         with driver.cursor() as cursor, cursor.copy(statement) as copy:
             for row in rows:
-                copy.write_row(
-                    [
-                        json.dumps(row[c]) if j and row[c] is not None else row[c]
-                        for c, j in zip(columns, as_json, strict=True)
-                    ]
-                )
+                if as_json:
+                    values = list(row)
+                    for i in as_json:
+                        if values[i] is not None:
+                            values[i] = json.dumps(values[i])
+                    copy.write_row(values)
+                else:
+                    copy.write_row(row)
     except psycopg.errors.IntegrityError as exc:
         # The driver's own error, as SQLAlchemy would have wrapped it for an INSERT: callers
         # catch IntegrityError (a key taken meanwhile) whichever way the rows went in.
         raise IntegrityError(statement, None, exc) from exc
 
 
-def _stored_rows(
-    rows: list[dict[str, Any]], columns: list[str], processors: list[Any]
-) -> list[tuple[Any, ...]]:
-    """Each row's values in `columns` order, as their processors store them. A value object
-    met again (the instant every row of a change shares, the same `after` of a stocked
-    number) is processed once: its stored form is taken from the first (a million-row stock
-    spent a third of its time encoding the same JSON and timestamp again)."""
-    # itemgetter of one name answers the value, of several a tuple: always a tuple here.
-    get: Any = itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
+def _stored_rows(rows: list[tuple[Any, ...]], processors: list[Any]) -> list[tuple[Any, ...]]:
+    """Each row's values as their processors store them. A value object met again (the
+    instant every row of a change shares, the same `after` of a stocked number) is processed
+    once: its stored form is taken from the first (a million-row stock spent a third of its
+    time encoding the same JSON and timestamp again)."""
     converted: list[tuple[int, Any, dict[int, tuple[Any, Any]]]] = [
         (i, p, {}) for i, p in enumerate(processors) if p is not None
     ]
     if not converted:
-        return [get(row) for row in rows]
+        return rows
     stored = []
     for row in rows:
-        values = list(get(row))
+        values = list(row)
         for i, process, seen in converted:
             value = values[i]
             # Keyed by identity (dicts are not hashable); the object is checked too, since

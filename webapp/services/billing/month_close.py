@@ -23,14 +23,20 @@ from sqlalchemy.exc import IntegrityError
 from typing_extensions import TypedDict
 
 from ...access import Principal
-from ...database import insert_rows, utcnow, write_transaction
+from ...database import (
+    bulk_cache,
+    collector_paused,
+    insert_values,
+    utcnow,
+    write_transaction,
+)
 from ...errors import Conflict, Invalid
 from ...extensions import db
 from ...models import ClosedFigures, MonthClose
 from .. import fields
 from ..fields import STRICT, validated
 from ..history import audit, intervals
-from . import close_writes, closed_figures, periods, reports, rollups
+from . import _rollup_sums, close_writes, closed_figures, periods, reports, rollups
 from .closed_figures import Close
 
 KINDS = ("ddi", "user")
@@ -171,8 +177,9 @@ def close_month(principal: Principal, request: MonthRequest, today: date | None 
             row.writes_kept = row.with_marks
             session.add(row)
             session.flush()  # claims the version: a concurrent close of the month fails here
-            row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
-            row.user_days = closed_figures.encode(_store(row, "user", period))
+            with collector_paused(), bulk_cache(session):  # a million rows at 100,000 companies
+                row.ddi_days = closed_figures.encode(_store(row, "ddi", period))
+                row.user_days = closed_figures.encode(_store(row, "user", period))
             done = closed_figures.from_row(row)  # the answer: what this close stored
             detail = f"version {row.version}, figures in {row.timezone}"
             audit.record(
@@ -203,33 +210,33 @@ def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
     session = db.session()
     if close.with_marks:  # both rollups kept in REPORT_TIMEZONE: computed_lists reads them
         carried = rollups.carried_levels(session, kind, period.days[0].day, None)
-        # One read of the month's rows for both the figures and the marks.
-        month_rows = rollups.period_rows(session, kind, period, None)
-        lists = rollups.lists_of(month_rows, carried, len(period.days))
-        marks = rollups.marks_of(month_rows, carried, period)
+        # One read of the month's rows for the figures, their text and the marks; every
+        # company it names has marks (a row in the month or a level carried in): stored.
+        figures = rollups.close_figures(session, kind, period, carried)
+        # The day sums the open month's report shows (ranks.open_page), from the sums kept
+        # beside the rollup: equal to the stored figures' (tests/invariants.py), without
+        # adding 100,000 companies' days again.
+        sums = _rollup_sums.day_totals(session, kind, period)
     else:
-        lists, marks = reports.computed_lists(kind, period, None), {}
-    zeros = [0] * len(period.days)
-    rows = []
-    stored: list[list[int]] = []
-    for company in sorted(lists.keys() | marks.keys()):
-        values = lists.get(company, zeros)
-        if not any(values) and company not in marks:
-            continue
-        stored.append(values)
-        rows.append(
-            {
-                "close_id": close.id,
-                "kind": kind,
-                "company": company,
-                "total": sum(values),
-                "days": closed_figures.encode(values),
-                "marks": marks.get(company),
-            }
-        )
-    insert_rows(session, ClosedFigures.__table__, rows)
-    # Each day's sum, column by column (zip runs in C: 100,000 companies x 31 days).
-    return [sum(day) for day in zip(*stored, strict=True)] if stored else zeros
+        encode = closed_figures.encode
+        figures = {
+            company: (values, encode(values), None)
+            for company, values in reports.computed_lists(kind, period, None).items()
+            if any(values)
+        }
+        lists = [values for values, _, _ in figures.values()]
+        sums = [sum(day) for day in zip(*lists, strict=True)] if lists else [0] * len(period.days)
+    close_id = close.id
+    insert_values(
+        session,
+        ClosedFigures.__table__,
+        ["close_id", "kind", "company", "total", "days", "marks"],
+        [
+            (close_id, kind, company, sum(values), text, marks)
+            for company, (values, text, marks) in sorted(figures.items())
+        ],
+    )
+    return sums
 
 
 def reopen_month(

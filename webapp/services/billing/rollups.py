@@ -36,6 +36,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
+from operator import itemgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -478,35 +479,63 @@ def _filled(
     return lists
 
 
-Rows = dict[str, list[tuple[int, int, int]]]  # {company: [(day index, peak, level)] in day order}
+Stored = tuple[list[int], str, str]  # a close's (days, days as text, marks) of one company
 
 
-def period_rows(
-    session: Session, kind: str, period: periods.Period, companies: list[str] | None
-) -> Rows:
-    """Each company's rollup rows in the period, for every company named (None: every one):
-    one query, in day order."""
-    marks: Rows = {}
-    for company, i, peak, end_level in _period_found(session, kind, period, companies):
-        marks.setdefault(company, []).append((i, peak, end_level))
-    return marks
+def close_figures(
+    session: Session, kind: str, period: periods.Period, carried: dict[str, int]
+) -> dict[str, Stored]:
+    """What a close stores, from one read of the month's rows: {company: (peak_lists' days,
+    the same as closed_figures.encode writes them, month_marks' string)} for every company with
+    a row in the month or a level carried into it (any other company's days are all zeros),
+    `carried` being carried_levels' answer for the month's 1st. The marks list the rows in day
+    order (same_marks compares them in any order).
 
-
-def lists_of(rows: Rows, level: dict[str, int], count: int) -> dict[str, list[int]]:
-    """peak_lists' answer from period_rows' and the levels carried in, over `count` days."""
-    result: dict[str, list[int]] = {}
-    for company in level.keys() | rows.keys():
-        carry = level.get(company, 0)
+    At 100,000 companies a month holds a million rows of both kinds and a close has 5 s. So
+    the rows come in company order (itertools.groupby hands over each company's, with no
+    lookup per row) as the driver gives them: the day as stored (text on SQLite, a date on
+    PostgreSQL: both write as the ISO date of the mark), no Row object. And the days' text is
+    written a run of equal days at a time, each number formatted once (formatting all 31 of a
+    company's days was a fifth of a close)."""
+    first, last = period.days[0].day, period.days[-1].day
+    position: dict[Any, int] = {}
+    for i, d in enumerate(period.days):
+        position[d.day] = position[d.day.isoformat()] = i
+    p = DailyPeak
+    query = (
+        select(p.company, p.day, p.peak, p.level)
+        .where(p.kind == kind, p.day >= first, p.day <= last)
+        .order_by(p.company, p.day)
+    )
+    result = session.connection().execute(query)
+    found = result.cursor.fetchall()
+    result.close()
+    count = len(period.days)
+    figures: dict[str, Stored] = {}
+    for company, rows in itertools.groupby(found, key=itemgetter(0)):
+        carry = carried.get(company, 0)
+        carry_text = start = str(carry)
         values: list[int] = []
-        # Runs of quiet days as list repeats, not a loop over every day: 10,000 companies x
-        # 31 days is the whole report.
-        for i, peak, end_level in rows.get(company, ()):
-            values += [carry] * (i - len(values))
+        texts: list[str] = []  # each day's number as text
+        marks: list[str] = []
+        for _, day, peak, end_level in rows:
+            quiet = position[day] - len(values)
+            if quiet > 0:  # the days before the row, at the level carried
+                values += [carry] * quiet
+                texts += [carry_text] * quiet
             values.append(peak)
+            peak_text, carry_text = str(peak), str(end_level)
+            texts.append(peak_text)
+            marks.append(f"{day}:{peak_text}:{carry_text}")
             carry = end_level
-        values += [carry] * (count - len(values))
-        result[company] = values
-    return result
+        quiet = count - len(values)
+        values += [carry] * quiet
+        texts += [carry_text] * quiet
+        figures[company] = (values, ",".join(texts), f"{start}|{','.join(marks)}")
+    for company, level in carried.items():  # no row in the month: its level all month
+        if level and company not in figures:
+            figures[company] = ([level] * count, ",".join([str(level)] * count), f"{level}|")
+    return figures
 
 
 def month_figures(
@@ -616,19 +645,6 @@ def month_marks(
     return {
         company: f"{carried.get(company, 0)}|{marks.get(company, '')}"
         for company in marks.keys() | {c for c, level in carried.items() if level}
-    }
-
-
-def marks_of(rows: Rows, carried: dict[str, int], period: periods.Period) -> dict[str, str]:
-    """month_marks' answer from a month's period_rows and the levels carried into it (as
-    carried_levels gives them), without another pass over the rows: what a close stores,
-    having read the rows for its figures. The same strings as month_marks, the rows in day
-    order (same_marks compares them in any order)."""
-    days = [d.day.isoformat() for d in period.days]
-    return {
-        company: f"{carried.get(company, 0)}|"
-        + ",".join(f"{days[i]}:{peak}:{level}" for i, peak, level in rows.get(company, ()))
-        for company in rows.keys() | {c for c, level in carried.items() if level}
     }
 
 
