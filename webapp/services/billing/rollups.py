@@ -492,24 +492,23 @@ def close_figures(
     order (same_marks compares them in any order).
 
     At 100,000 companies a month holds a million rows of both kinds and a close has 5 s. So
-    the rows come in company order (itertools.groupby hands over each company's, with no
-    lookup per row) as the driver gives them: the day as stored (text on SQLite, a date on
-    PostgreSQL: both write as the ISO date of the mark), no Row object. And the days' text is
-    written a run of equal days at a time, each number formatted once (formatting all 31 of a
-    company's days was a fifth of a close)."""
+    the rows are sorted by company (itertools.groupby hands over each company's, with no
+    lookup per row) as the driver gives them, no Row object; and the days' text is written a
+    run of equal days at a time, each number formatted once (formatting all 31 of a company's
+    days was a fifth of a close)."""
     first, last = period.days[0].day, period.days[-1].day
-    position: dict[Any, int] = {}
-    for i, d in enumerate(period.days):
-        position[d.day] = position[d.day.isoformat()] = i
+    position = {d.day.isoformat(): i for i, d in enumerate(period.days)}
     p = DailyPeak
-    query = (
-        select(p.company, p.day, p.peak, p.level)
-        .where(p.kind == kind, p.day >= first, p.day <= last)
-        .order_by(p.company, p.day)
+    # The day as text, which the marks write (PostgreSQL's date objects format slowly); in
+    # the covering index's day order, no sort by the database (PostgreSQL's, by collation,
+    # spilled to disk), so each company's rows stay in day order through the stable sort.
+    query = select(p.company, cast(p.day, String), p.peak, p.level).where(
+        p.kind == kind, p.day >= first, p.day <= last
     )
-    result = session.connection().execute(query)
+    result = session.connection().execute(query.order_by(p.day))
     found = result.cursor.fetchall()
     result.close()
+    found.sort(key=itemgetter(0))
     count = len(period.days)
     figures: dict[str, Stored] = {}
     for company, rows in itertools.groupby(found, key=itemgetter(0)):
