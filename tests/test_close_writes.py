@@ -202,9 +202,9 @@ def test_every_company_noted_is_joined_and_only_those_changed_are_listed(app, co
     assert close_writes.written(db.session(), shut.id, "ddi") == {"alpha", "beta", "delta"}
     query = month_close._candidates(shut, "ddi", period, None)
     assert isinstance(query, Select)  # the path under test: the record joined
-    assert closed_figures.lists_among(
-        db.session(), shut, "ddi", {"alpha", "beta", "delta"}
-    ) == closed_figures.lists(db.session(), shut, "ddi", ["alpha", "beta", "delta"])
+    assert closed_figures.lists_among(db.session(), shut, "ddi", query) == closed_figures.lists(
+        db.session(), shut, "ddi", ["alpha", "beta", "delta"]
+    )
 
     fast = answers([(year, month)], ["beta", "delta"])
     values = fast[0][(year, month)][0]

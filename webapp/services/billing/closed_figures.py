@@ -76,7 +76,7 @@ def encode(values: list[int]) -> str:
 
 
 def decode(text: str) -> list[int]:
-    return [int(v) for v in text.split(",")] if text else []
+    return list(map(int, text.split(","))) if text else []
 
 
 def from_row(row: MonthClose) -> Close:
@@ -173,21 +173,28 @@ def lists(
 
 
 def lists_among(
-    session: Session, close: Close, kind: str, companies: set[str]
+    session: Session, close: Close, kind: str, companies: Select[Any]
 ) -> dict[str, list[int]]:
-    """`lists` for the companies of a set (those noted since the close: up to every one),
-    read as one range of the close's rows and picked here, only those decoded. Linear in the
-    close's companies whatever the statistics: a close's rows are new to them, and PostgreSQL
-    then plans `company IN (...)` as one scan of the close's rows per company named."""
-    query = select(ClosedFigures.company, ClosedFigures.days).where(
-        ClosedFigures.close_id == close.id, ClosedFigures.kind == kind
+    """`lists` for the companies a query names (those noted since the close: up to every
+    one), each read by a seek of the close's primary key: as many as are named, however many
+    companies the close holds. A scalar subquery per company named, not `company IN (...)`,
+    which PostgreSQL plans from statistics that know nothing of a close's new rows (one scan
+    of the close's rows per company named)."""
+    named = companies.subquery()
+    stored = (
+        select(ClosedFigures.days)
+        .where(
+            ClosedFigures.close_id == close.id,
+            ClosedFigures.kind == kind,
+            ClosedFigures.company == named.c[0],
+        )
+        .scalar_subquery()
     )
-    # The driver's rows (two strings each): every company of the close, Row objects would
-    # cost more than the picking.
-    result = session.connection().execute(query)
+    # The driver's rows (two strings each), a company without a row none (all zeros).
+    result = session.connection().execute(select(named.c[0], stored))
     rows = result.cursor.fetchall()
     result.close()
-    return {company: decode(days) for company, days in rows if company in companies}
+    return {company: decode(days) for company, days in rows if days is not None}
 
 
 def marks(session: Session, close: Close, kind: str) -> dict[str, str]:

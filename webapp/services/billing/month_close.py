@@ -11,7 +11,7 @@ versions' figures for the record.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any, NotRequired
@@ -208,6 +208,7 @@ def _store(close: MonthClose, kind: str, period: periods.Period) -> list[int]:
     and the month's rows are read once for both the figures and the marks, the rows go in one
     bulk insert."""
     session = db.session()
+    figures: Mapping[str, tuple[list[int], str, str | None]]  # company: (days, as text, marks)
     if close.with_marks:  # both rollups kept in REPORT_TIMEZONE: computed_lists reads them
         carried = rollups.carried_levels(session, kind, period.days[0].day, None)
         # One read of the month's rows for the figures, their text and the marks; every
@@ -338,13 +339,11 @@ def _differences(
         month_key = reports.ANSWER_KEYS[kind][1]
         candidates = _candidates(close, kind, period, companies)
         if isinstance(candidates, Select):  # every company noted in the record
-            # Their names first (a range of the record's primary key): none, nothing to read
-            # (the page right after a close); else they pick the close's stored rows.
-            noted = set(db.session().scalars(candidates))
-            if not noted:
+            # None noted (the page right after a close): nothing to read.
+            if db.session().scalar(candidates.limit(1)) is None:
                 continue
             now = reports.computed_lists(kind, period, candidates)
-            stored = closed_figures.lists_among(db.session(), close, kind, noted)
+            stored = closed_figures.lists_among(db.session(), close, kind, candidates)
         elif candidates == []:
             continue
         else:

@@ -506,7 +506,7 @@ def close_figures(
         p.kind == kind, p.day >= first, p.day <= last
     )
     result = session.connection().execute(query.order_by(p.day))
-    found = result.cursor.fetchall()
+    found = list(result.cursor.fetchall())
     result.close()
     found.sort(key=itemgetter(0))
     count = len(period.days)
