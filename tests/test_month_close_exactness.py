@@ -150,9 +150,14 @@ def read_adjustments(year: int, month: int) -> dict[str, Any]:
     return month_close.adjustments(ADMIN, scope, today=TODAY)["values"]
 
 
-def close(year: int, month: int, version: int) -> None:
+def close(year: int, month: int, version: int, expected: Figures | None = None) -> None:
+    """Close the month; with `expected`, its stored day sums (the totals row of a closed
+    month's report page) must be each day's sum of those figures over every company."""
     done = month_close.close_month(ADMIN, month_close.MonthRequest(month, year), today=TODAY)
     assert (done.version, done.closed) == (version, True)
+    for kind, figures_ in (expected or {}).items():
+        per_company = [list(figures_[c].values()) for c in COMPANIES]
+        assert done.day_totals[kind] == [sum(day) for day in zip(*per_company, strict=True)]
 
 
 def reopen(year: int, month: int) -> None:
@@ -229,7 +234,7 @@ def test_a_backfill_never_changes_a_closed_month_and_shows_exactly_as_adjustment
     at_close = figures(original, days)
     open_reports = read_reports(year, month)
 
-    close(year, month, version=1)
+    close(year, month, version=1, expected=at_close)
     closed = read_reports(year, month)
     assert closed == open_reports, "closing changes no figure"
     assert_reports_are(closed, at_close, days)
@@ -253,7 +258,7 @@ def test_a_backfill_never_changes_a_closed_month_and_shows_exactly_as_adjustment
 
     reopen(year, month)
     assert_reports_are(read_reports(year, month), now_figures, days)
-    close(year, month, version=2)
+    close(year, month, version=2, expected=now_figures)
     assert_reports_are(read_reports(year, month), now_figures, days)
     assert read_adjustments(year, month) == {}
 
@@ -270,7 +275,7 @@ def test_a_time_zone_change_keeps_the_closed_figures_and_adjusts_to_the_new_zone
     history = draw_history(data, year, month, [old, new], "history")
     record(history)  # the rollup is built in the old zone
     old_figures = figures(history, utc_days(year, month, old))
-    close(year, month, version=1)
+    close(year, month, version=1, expected=old_figures)
     closed = read_reports(year, month)
     assert_reports_are(closed, old_figures, utc_days(year, month, old))
 
@@ -285,6 +290,6 @@ def test_a_time_zone_change_keeps_the_closed_figures_and_adjusts_to_the_new_zone
     assert read_adjustments(year, month) == expected
 
     reopen(year, month)
-    close(year, month, version=2)
+    close(year, month, version=2, expected=new_figures)
     assert_reports_are(read_reports(year, month), new_figures, new_days)
     assert read_adjustments(year, month) == {}
