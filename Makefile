@@ -37,8 +37,11 @@ run: $(VENV)/.installed-run
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
 # Tests run in parallel, one process per core (pytest-xdist), each with a database of its own.
+# A worker left idle takes tests queued for another (worksteal): the suite has single tests of
+# a minute and more (the bench smoke run, the pages' axe checks), which would otherwise end
+# the run on one worker while the other waits.
 WORKERS ?= auto
-PYTEST  := $(PY) -m pytest -n $(WORKERS)
+PYTEST  := $(PY) -m pytest -n $(WORKERS) --dist worksteal
 
 # Bytecode for the app's modules, written once before a run: every CLI test and test server
 # is a new process importing them, and where PYTHONDONTWRITEBYTECODE is set (as on the CI
