@@ -502,7 +502,7 @@ def close_figures(
     # The day as text, which the marks write (PostgreSQL's date objects format slowly); in
     # the covering index's day order, no sort by the database (PostgreSQL's, by collation,
     # spilled to disk), so each company's rows stay in day order through the stable sort.
-    query = select(p.company, cast(p.day, String), p.peak, p.level).where(
+    query = select(p.company, cast(p.day, String).label("day_text"), p.peak, p.level).where(
         p.kind == kind, p.day >= first, p.day <= last
     )
     result = session.connection().execute(query.order_by(p.day))
