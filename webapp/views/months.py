@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 from datetime import date, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_required
@@ -214,21 +215,26 @@ def changes_context(me: Principal, kind: str, answer: dict[str, Any]) -> dict[st
     changed = [(c, kinds[kind]) for c, kinds in answer["values"].items() if kind in kinds]
     shown = changed[:CHANGES_SHOWN]
     names = dict(reports.visible_companies(me, [c for c, _ in shown])) if shown else {}
-    page, day_page = KIND_PAGES[kind], f"{KIND_PAGES[kind]}_day"
-    rows = [
-        {
-            "company": company,
-            "name": names.get(company, company),
-            "month_url": url_for(page, company=company, year=period["year"], month=period["month"]),
-            "days": [
-                (day, v["closed"], v["now"], url_for(day_page, company=company, date=day))
-                for day, v in entry["dates"].items()
-            ],
-            "closed": entry[month_key]["closed"],
-            "now": entry[month_key]["now"],
-        }
-        for company, entry in shown
-    ]
+    page, day_base = KIND_PAGES[kind], url_for(f"{KIND_PAGES[kind]}_day")
+    rows = []
+    for company, entry in shown:
+        # One url_for for the table and one quoting per company, not one per changed day (a
+        # day is an ISO date, which needs no quoting), as the report page does.
+        row_base = f"{day_base}?{urlencode({'company': company})}&date="
+        month_url = url_for(page, company=company, year=period["year"], month=period["month"])
+        rows.append(
+            {
+                "company": company,
+                "name": names.get(company, company),
+                "month_url": month_url,
+                "days": [
+                    (day, v["closed"], v["now"], row_base + day)
+                    for day, v in entry["dates"].items()
+                ],
+                "closed": entry[month_key]["closed"],
+                "now": entry[month_key]["now"],
+            }
+        )
     return {
         "kind": kind,
         "noun": "DDIs" if kind == "ddi" else "phone users",
