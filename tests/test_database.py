@@ -175,6 +175,30 @@ def test_insert_rows_stores_what_a_core_insert_stores(app):
     assert fast == core and len(fast) == 4
 
 
+@pytest.mark.database_independent
+def test_collector_paused_leaves_the_collector_as_it_found_it():
+    """The month close pauses Python's cyclic collector for its million rows: on again after
+    the block, an exception too, and left off when it was off before."""
+    import gc
+
+    from webapp.database import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), collector_paused():
+        1 / 0  # noqa: B018
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def _modes(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
 
