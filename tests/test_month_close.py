@@ -345,6 +345,45 @@ def test_without_the_rollup_every_company_is_recomputed(history):
     }
 
 
+def test_a_close_writes_iso_days_whatever_the_servers_date_style(history):
+    """The stored marks and the database's own (rollups.month_marks) write a day as ISO text
+    under any DateStyle: PostgreSQL's cast of a date to text would follow it ("01/10/2025")."""
+    from sqlalchemy import event
+
+    from webapp.access import Principal
+    from webapp.services.billing import periods, rollups
+
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's DateStyle")
+
+    def dmy(dbapi_connection, _record, _proxy):
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET DateStyle = 'SQL, DMY'")
+        dbapi_connection.commit()  # a session setting, kept; no transaction left open
+
+    db.session.remove()
+    db.engine.dispose()  # every connection from here on is checked out with the style
+    event.listen(db.engine, "checkout", dmy)
+    try:
+        month_close.close_month(Principal.cli(), month_close.MonthRequest(MONTH, YEAR))
+        stored = dict(
+            db.session.execute(
+                select(ClosedFigures.company, ClosedFigures.marks).where(
+                    ClosedFigures.kind == "ddi"
+                )
+            ).all()
+        )
+        period = periods.resolve(MONTH, YEAR, periods.zone("UTC"), date.today())
+        now = rollups.month_marks(db.session, "ddi", period)
+    finally:
+        event.remove(db.engine, "checkout", dmy)
+        db.session.remove()
+        db.engine.dispose()  # no connection keeps the style for later tests
+    assert stored[ACME].startswith("0|2025-10-01:1:1"), stored
+    assert stored.keys() == now.keys()
+    assert all(rollups.same_marks(stored[c], now[c]) for c in now)
+
+
 def test_marks_compare_as_sets_of_rows_with_the_carried_level():
     from webapp.services.billing.rollups import same_marks
 

@@ -482,6 +482,15 @@ def _filled(
 Stored = tuple[list[int], str, str]  # a close's (days, days as text, marks) of one company
 
 
+def iso_day(session: Session, column: Any) -> Any:
+    """A date column as its ISO text (2026-11-03), whatever the server's DateStyle: SQLite
+    stores it so; PostgreSQL's cast to text follows DateStyle ("03/11/2026" under SQL, DMY),
+    to_char does not."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.to_char(column, literal("YYYY-MM-DD"))
+    return cast(column, String)
+
+
 def close_figures(
     session: Session, kind: str, period: periods.Period, carried: dict[str, int]
 ) -> dict[str, Stored]:
@@ -502,7 +511,8 @@ def close_figures(
     # The day as text, which the marks write (PostgreSQL's date objects format slowly); in
     # the covering index's day order, no sort by the database (PostgreSQL's, by collation,
     # spilled to disk), so each company's rows stay in day order through the stable sort.
-    query = select(p.company, cast(p.day, String).label("day_text"), p.peak, p.level).where(
+    day = iso_day(session, p.day).label("day_text")
+    query = select(p.company, day, p.peak, p.level).where(
         p.kind == kind, p.day >= first, p.day <= last
     )
     result = session.connection().execute(query.order_by(p.day))
@@ -626,7 +636,7 @@ def month_marks(
     compare two with `same_marks`."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
-    mark = cast(p.day, String) + ":" + cast(p.peak, String) + ":" + cast(p.level, String)
+    mark = iso_day(session, p.day) + ":" + cast(p.peak, String) + ":" + cast(p.level, String)
     # In no particular order: an ORDER BY within the aggregate sorts every company's rows and
     # doubles the query's time on PostgreSQL; `same_marks` compares them as sets.
     if session.get_bind().dialect.name == "postgresql":
