@@ -487,7 +487,7 @@ def iso_day(session: Session, column: Any) -> Any:
     stores it so; PostgreSQL's cast to text follows DateStyle ("03/11/2026" under SQL, DMY),
     to_char does not."""
     if session.get_bind().dialect.name == "postgresql":
-        return func.to_char(column, literal("YYYY-MM-DD"))
+        return func.to_char(column, literal("YYYY-MM-DD"), type_=String)
     return cast(column, String)
 
 
