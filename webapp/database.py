@@ -210,6 +210,17 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def driver_rows(connection: Connection, statement: Any) -> list[Any]:
+    """A statement's rows as the driver returns them (its cursor's list of tuples), without a
+    Row object each or SQLAlchemy's result processing: for columns whose driver values are what
+    the caller wants (strings, integers), read by the hundred thousand (a close's month rows,
+    an audit download's chunks), where Row objects cost more than the work on them."""
+    result = connection.execute(statement)
+    rows = list(result.cursor.fetchall())  # a list already: list() only copies the pointers
+    result.close()
+    return rows
+
+
 def one_of(session: Session, column: Any, values: list[Any]) -> ColumnElement[bool]:
     """`column IN values`, as PostgreSQL best runs it many times over: `= ANY(array)`, one
     statement text whatever the number of values, so psycopg and the server prepare it once

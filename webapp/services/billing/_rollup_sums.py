@@ -42,6 +42,7 @@ from sqlalchemy import Select, and_, bindparam, delete, func, insert, select, up
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
+from ...database import driver_rows
 from ...models import Company, DailyPeak, RollupDay, RollupLatest, RollupMonth
 from . import periods
 
@@ -370,10 +371,7 @@ def carried_into(
     if companies is not None:
         query = query.where(Company.id.in_(companies))
     # The driver's rows: a Row object each costs more than the rest (100,000 at provider scale).
-    result = session.connection().execute(query)
-    found = result.cursor.fetchall()
-    result.close()
-    return {company: level or 0 for company, level in found}
+    return {company: level or 0 for company, level in driver_rows(session.connection(), query)}
 
 
 def day_totals(session: Session, kind: str, period: periods.Period) -> list[int]:

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import Select, select, tuple_
 from sqlalchemy.orm import Session
 
-from ...database import utcnow
+from ...database import driver_rows, utcnow
 from ...models import ClosedFigures, Company, MonthClose
 from . import periods
 
@@ -191,9 +191,7 @@ def lists_among(
         .scalar_subquery()
     )
     # The driver's rows (two strings each), a company without a row none (all zeros).
-    result = session.connection().execute(select(named.c[0], stored))
-    rows = result.cursor.fetchall()
-    result.close()
+    rows = driver_rows(session.connection(), select(named.c[0], stored))
     return {company: decode(days) for company, days in rows if days is not None}
 
 

@@ -61,7 +61,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from ...access import Principal
-from ...database import utcnow, write_transaction
+from ...database import driver_rows, utcnow, write_transaction
 from ...models import Company, DailyPeak, HistoryInterval, RollupState
 from ...wording import counted
 from ..history import audit, intervals
@@ -443,10 +443,7 @@ def _period_found(
         # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
         # to convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more
         # than the loops over them.
-        result = session.connection().execute(in_period)
-        found = result.cursor.fetchall()
-        result.close()
-        return found
+        return driver_rows(session.connection(), in_period)
     position = {d.day: i for i, d in enumerate(period.days)}
     rows: Sequence[Any] = session.connection().execute(in_period).all()
     return [(company, position[day], peak, lv) for company, day, peak, lv in rows]
@@ -515,9 +512,7 @@ def close_figures(
     query = select(p.company, day, p.peak, p.level).where(
         p.kind == kind, p.day >= first, p.day <= last
     )
-    result = session.connection().execute(query.order_by(p.day))
-    found = list(result.cursor.fetchall())
-    result.close()
+    found = driver_rows(session.connection(), query.order_by(p.day))
     found.sort(key=itemgetter(0))
     count = len(period.days)
     figures: dict[str, Stored] = {}

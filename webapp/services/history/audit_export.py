@@ -19,9 +19,10 @@ from itertools import chain
 from typing import Any
 
 from pydantic_core import from_json
-from sqlalchemy import ColumnElement, Connection, Text, cast, select
+from sqlalchemy import ColumnElement, Text, cast, select
 
 from ...access import CompanyScope, Principal, redact
+from ...database import driver_rows
 from ...extensions import db
 from ...models import AuditEntry
 from . import audit_query
@@ -234,7 +235,7 @@ def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[list[
     connection = db.session.connection()
     ahead = connection.dialect.name == "postgresql"
     with ThreadPoolExecutor(1, "audit-export") if ahead else _Now() as reader:
-        pending = reader.submit(_read, connection, query.where(*conditions))
+        pending = reader.submit(driver_rows, connection, query.where(*conditions))
         try:
             while True:
                 rows = pending.result()
@@ -242,7 +243,7 @@ def _chunks(conditions: list[ColumnElement[bool]], chunk: int) -> Iterator[list[
                     yield rows
                     return
                 after = audit_query.older_than((at_of(rows[-1][1]), rows[-1][0]))
-                pending = reader.submit(_read, connection, query.where(*conditions, after))
+                pending = reader.submit(driver_rows, connection, query.where(*conditions, after))
                 yield rows
         finally:
             # A read still under way ends before the connection is given back (its error,
@@ -261,11 +262,3 @@ class _Now(contextlib.AbstractContextManager["_Now"]):
         done: Future[list[Any]] = Future()
         done.set_result(read(*args))
         return done
-
-
-def _read(connection: Connection, statement: Any) -> list[Any]:
-    """One chunk's rows as the driver returns them (its cursor's list of tuples)."""
-    result = connection.execute(statement)
-    rows = list(result.cursor.fetchall())  # a list already: list() only copies the pointers
-    result.close()
-    return rows
