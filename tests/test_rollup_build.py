@@ -25,7 +25,7 @@ from bench.rollup_reference import rebuild_all_row_by_row
 from webapp.database import write_transaction
 from webapp.extensions import db
 from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupLatest, RollupMonth
-from webapp.services.billing import _rollup_build, periods, rollups
+from webapp.services.billing import _rollup_build, _rollup_stream_pg, periods, rollups
 
 from .invariants import _rollup_rows
 
@@ -158,6 +158,34 @@ def test_an_empty_history_empties_the_rollup(app, companies):
         "rollup_months": [],
         "rollup_latest": [],
     }
+
+
+@pytest.mark.parametrize("before", ["empty", "wrong"])
+def test_companies_read_batch_by_batch_each_come_once(app, companies, factory, monkeypatch, before):
+    """PostgreSQL reads the companies a batch at a time (_rollup_stream_pg: a plan per batch,
+    made as the tables fill): with batches of two, five companies, some with history, some
+    only with kept rows to delete, and one with neither, still give exactly the reference's
+    rows, over an empty rollup and over a wrong one."""
+    monkeypatch.setattr(_rollup_stream_pg, "_COMPANIES_BATCH", 2)
+    for company in ("delta", "epsilon"):
+        factory.company(company)
+    tz = periods.zone("Europe/London")
+    history = [
+        ("ddi", ["alpha", "gamma"], (1, "minutes", 30), "open", 3000, False),
+        ("user", ["beta"], (2, "midnight", 0), "later", 600, False),
+        ("ddi", ["gamma"], (-2, "before", 0), "open", 1, True),
+        ("ddi", ["delta"], (3, "after", 0), "later", 5000, False),
+    ]
+    write_history(tz, history)
+    with write_transaction() as session:
+        if before == "wrong":  # kept rows of a company the history no longer has, and others
+            rebuild_all_row_by_row(session, tz)
+            moved = update(DailyPeak).where(DailyPeak.company == "alpha")
+            session.execute(moved.values(company="epsilon"))
+            session.execute(update(RollupMonth).values(through=RollupMonth.through + 2))
+    expected, got = both_ways(tz)
+    assert got == expected
+    assert {row[1] for row in got["daily_peaks"]} == {"alpha", "beta", "gamma", "delta"}
 
 
 def test_the_rebuild_reads_instants_whatever_the_session_formats(app, companies):
