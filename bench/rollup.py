@@ -1,11 +1,14 @@
 """The rollup rebuild (`flask history rollup`): the set-based rebuild the app runs against the
 row-by-row sweep it replaced (bench/rollup_reference.py), measured in the same run.
 
-Two rows per database, each run inside a transaction that is rolled back (the data set is
+Three rows per database, each run inside a transaction that is rolled back (the data set is
 left as it was; on PostgreSQL the rollup's tables are vacuumed after each, untimed):
 - over the rollup as kept (the usual case: a rebuild to check or repair it), both kinds;
 - after a REPORT_TIMEZONE change: the rollup first rebuilt in another zone, then rebuilt in
-  REPORT_TIMEZONE, where nearly every row changes.
+  REPORT_TIMEZONE, where nearly every row changes;
+- into an empty rollup, as the first `flask history rollup` after an import finds it (on
+  PostgreSQL emptied by TRUNCATE, which a rollback undoes: the tables are then empty on disk,
+  as a new database's are when the plan of the rebuild's reads is made).
 The rows each writes are checked to be identical (a fingerprint per table) before the times
 count.
 """
@@ -71,8 +74,20 @@ def rollup_scenarios(database_url: str, label: str, repeat: int = 1) -> list[Res
         def zone_change(session) -> None:
             rollups.rebuild_all(session, other)
 
+        def emptied(session) -> None:
+            tables = "daily_peaks, rollup_days, rollup_months, rollup_latest"
+            if db.engine.dialect.name == "postgresql":
+                session.execute(text(f"TRUNCATE {tables}"))
+            else:
+                for table in tables.split(", "):
+                    session.execute(text(f"DELETE FROM {table}"))  # noqa: S608
+
         name = f"rollup rebuild (flask history rollup), {intervals:,} intervals"
-        for what, before in (("over the rollup as kept", None), (f"from {other.key}", zone_change)):
+        for what, before in (
+            ("over the rollup as kept", None),
+            (f"from {other.key}", zone_change),
+            ("into an empty rollup", emptied),
+        ):
             times: dict[str, list[float]] = {"app": [], "ref": []}
             for _ in range(repeat):
                 ref_time, expected = timed(rebuild_all_row_by_row, before)
