@@ -40,8 +40,9 @@ run: $(VENV)/.installed-run
 # A worker left idle takes tests queued for another (worksteal): the suite has single tests of
 # a minute and more (the bench smoke run, the pages' axe checks), which would otherwise end
 # the run on one worker while the other waits.
+# Each pass ends with its 15 slowest tests: where the CI budget goes is in every CI log.
 WORKERS ?= auto
-PYTEST  := $(PY) -m pytest -n $(WORKERS) --dist worksteal
+PYTEST  := $(PY) -m pytest -n $(WORKERS) --dist worksteal --durations=15
 
 # Bytecode for the app's modules, written once before a run: every CLI test and test server
 # is a new process importing them, and where PYTHONDONTWRITEBYTECODE is set (as on the CI

@@ -55,13 +55,14 @@ def test_bench_smoke(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     table = [line for line in run.stdout.splitlines() if line.startswith("| sqlite")]
-    assert len(table) == 33, run.stdout
+    assert len(table) == 34, run.stdout
     assert any("DDI import, 10,000 rows: apply" in line for line in table)
     assert any("numbers stock, 10,000 rows (flask numbers stock)" in line for line in table)
     assert any("allocate 100 numbers by prefix from 10,000 available" in line for line in table)
     assert any("API call, rollup" in line for line in table)
     assert any("growth: report ddi at 4x" in line for line in table)
-    assert sum("rollup rebuild (flask history rollup)" in line for line in table) == 2
+    assert sum("rollup rebuild (flask history rollup)" in line for line in table) == 3
+    assert any("set-based, into an empty rollup" in line for line in table)
     assert any("month close, 120 companies" in line for line in table)
     assert any("closed month's report, all companies" in line for line in table)
     assert any("readAdjustments, all companies" in line for line in table)

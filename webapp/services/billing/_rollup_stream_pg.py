@@ -84,7 +84,9 @@ class PostgresStore:
             ids = [company for (company,) in cursor]
             for start in range(0, len(ids), _COMPANIES_BATCH):
                 batch = ids[start : start + _COMPANIES_BATCH]
-                cursor.execute(_COMPANIES, {"kind": kind, "batch": batch})
+                # Never prepared (psycopg prepares a statement run five times, and the server
+                # may then keep one generic plan): each batch planned afresh.
+                cursor.execute(_COMPANIES, {"kind": kind, "batch": batch}, prepare=False)
                 yield from cursor.fetchall()
 
     def flush(self, kind: str, table: Table) -> None:
