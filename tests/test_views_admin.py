@@ -242,7 +242,8 @@ def test_a_companies_page_is_four_queries_whatever_the_number_of_companies(world
 # --- the companies list sorted by its counts ----------------------------------------------------
 # company -> (DDIs, phone users) to make, beside the world's acme (2, 1) and globex (0, 0): ties
 # on both counts, so the identifier's tie-break shows; c5 loses DDIs again, so a count that went
-# down sorts by what is left.
+# down sorts by what is left; c8 loses its only DDI and phone user, so its zeros are rollup rows
+# of level 0, sorted among the companies that never held any (no rollup row).
 SIZES = {
     "c1": (3, 1),
     "c2": (0, 2),
@@ -251,6 +252,7 @@ SIZES = {
     "c5": (6, 2),
     "c6": (1, 0),
     "c7": (0, 0),
+    "c8": (1, 1),
 }
 
 
@@ -271,6 +273,8 @@ def counted_companies(world) -> None:
             crud.create(OPERATOR, kinds.PHONE_USER, people)
     crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1400", "company": "c5"})
     crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1401", "company": "c5"})
+    crud.delete_rows(OPERATOR, kinds.DDI, {"dialcode": "33", "number": "1700", "company": "c8"})
+    crud.delete_rows(OPERATOR, kinds.PHONE_USER, {"username": "u0", "company": "c8"})
 
 
 def counted_now() -> dict[str, tuple[int, int]]:
@@ -287,11 +291,12 @@ def counted_now() -> dict[str, tuple[int, int]]:
 def test_companies_sort_by_counts_page_after_page(counted_companies, sort, descending):
     counts_now = counted_now()
     assert counts_now["c5"] == (4, 2) and counts_now["acme"] == (2, 1)
+    assert counts_now["c8"] == (0, 0)
     which = 0 if sort == "ddis" else 1
     # Ties broken by the identifier, in the same direction as the count.
     expected = sorted(counts_now, key=lambda c: (counts_now[c][which], c), reverse=descending)
     first = companies.search(OPERATOR, sort=sort, descending=descending, per_page=4)
-    assert (first.total, first.pages) == (9, 3)
+    assert (first.total, first.pages) == (10, 3)
     seen = []
     for number in range(1, first.pages + 1):
         listing = companies.search(
