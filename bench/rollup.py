@@ -83,10 +83,13 @@ def rollup_scenarios(database_url: str, label: str, repeat: int = 1) -> list[Res
                     session.execute(text(f"DELETE FROM {table}"))  # noqa: S608
 
         name = f"rollup rebuild (flask history rollup), {intervals:,} intervals"
-        for what, before in (
-            ("over the rollup as kept", None),
-            (f"from {other.key}", zone_change),
-            ("into an empty rollup", emptied),
+        # The first build's row is context, without a target: it writes every row (a
+        # foreign-key check and two index entries each), which is most of its time, so its
+        # ratio to the row-by-row build, which writes the same rows, says little (README).
+        for what, before, target in (
+            ("over the rollup as kept", None, 0.25),
+            (f"from {other.key}", zone_change, 0.25),
+            ("into an empty rollup", emptied, None),
         ):
             times: dict[str, list[float]] = {"app": [], "ref": []}
             for _ in range(repeat):
@@ -103,7 +106,7 @@ def rollup_scenarios(database_url: str, label: str, repeat: int = 1) -> list[Res
                     min(times["ref"]),
                     "row by row",
                     "s",
-                    target=0.25,
+                    target=target,
                 )
             )
         db.engine.dispose()
