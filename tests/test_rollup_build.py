@@ -163,9 +163,9 @@ def test_an_empty_history_empties_the_rollup(app, companies):
 @pytest.mark.parametrize("before", ["empty", "wrong"])
 def test_companies_read_batch_by_batch_each_come_once(app, companies, factory, monkeypatch, before):
     """PostgreSQL reads the companies a batch at a time (_rollup_stream_pg: a plan per batch,
-    made as the tables fill): with batches of two, five companies, some with history, some
-    only with kept rows to delete, and one with neither, still give exactly the reference's
-    rows, over an empty rollup and over a wrong one."""
+    made as the tables fill): with batches of two, five companies (four with history, one
+    with none: over an empty rollup nothing, over a wrong one kept rows to delete) still give
+    exactly the reference's rows."""
     monkeypatch.setattr(_rollup_stream_pg, "_COMPANIES_BATCH", 2)
     for company in ("delta", "epsilon"):
         factory.company(company)
