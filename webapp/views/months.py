@@ -8,6 +8,7 @@ months may be closed, what changed. These views parse the address, render, and r
 from __future__ import annotations
 
 import calendar
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +35,14 @@ REASON_MESSAGES = {
     "must not contain control characters": "Use plain text: no control characters.",
 }
 KIND_PAGES = {"ddi": "reports.ddis", "user": "reports.users"}
+
+
+def day_links(day_endpoint: str) -> Callable[[str], str]:
+    """company -> the start of its links to `day_endpoint`'s pages, to which a day's ISO date
+    is added: one url_for per table and one quoting per company, not one per cell (50 companies
+    x 31 days on a report page; an ISO date needs no quoting)."""
+    base = url_for(day_endpoint)
+    return lambda company: f"{base}?{urlencode({'company': company})}&date="
 
 
 class ReopenForm(FlaskForm):
@@ -215,12 +224,10 @@ def changes_context(me: Principal, kind: str, answer: dict[str, Any]) -> dict[st
     changed = [(c, kinds[kind]) for c, kinds in answer["values"].items() if kind in kinds]
     shown = changed[:CHANGES_SHOWN]
     names = dict(reports.visible_companies(me, [c for c, _ in shown])) if shown else {}
-    page, day_base = KIND_PAGES[kind], url_for(f"{KIND_PAGES[kind]}_day")
+    page, link = KIND_PAGES[kind], day_links(f"{KIND_PAGES[kind]}_day")
     rows = []
     for company, entry in shown:
-        # One url_for for the table and one quoting per company, not one per changed day (a
-        # day is an ISO date, which needs no quoting), as the report page does.
-        row_base = f"{day_base}?{urlencode({'company': company})}&date="
+        row_base = link(company)
         month_url = url_for(page, company=company, year=period["year"], month=period["month"])
         rows.append(
             {

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
-from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
@@ -384,14 +383,12 @@ def _rows(kind: str, result: Resolved) -> list[dict[str, Any]]:
     [(date, peak, drill-down URL)] and totals."""
     _, month_key = reports.ANSWER_KEYS[kind]
     period = result.ranking.period
-    day_base = url_for(f"reports.{_plural(kind)}_day")
+    link = months.day_links(f"reports.{_plural(kind)}_day")
     rows = []
     for rank, (company_id, entry) in enumerate(
         result.ranking.rows.items(), result.ranking.offset + 1
     ):
-        # One url_for for the page and one quoting per row, not one per cell: 50 companies x
-        # 31 days (a day is an ISO date, which needs no quoting).
-        row_base = f"{day_base}?{urlencode({'company': company_id})}&date="
+        row_base = link(company_id)
         cells = [(day, peak, row_base + day) for day, peak in entry["dates"].items()]
         rows.append(
             {
