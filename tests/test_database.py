@@ -175,6 +175,31 @@ def test_insert_rows_stores_what_a_core_insert_stores(app):
     assert fast == core and len(fast) == 4
 
 
+def test_insert_values_takes_rows_worked_out_as_they_are_sent(app):
+    """A month close hands insert_values an iterator whose rows are worked out as they are
+    taken (COPY on PostgreSQL sends each as it comes): every row is stored, in the caller's
+    transaction, and an iterator that yields nothing stores nothing."""
+    from datetime import datetime
+
+    from webapp.database import insert_values
+
+    taken: list[str] = []
+    columns = ["id", "name", "created_at"]
+
+    def rows(ids):
+        for company in ids:
+            taken.append(company)
+            yield company, company.title(), datetime(2026, 3, 1)
+
+    with write_transaction() as session:
+        insert_values(session, Company.__table__, columns, rows(["a1", "b2", "c3"]))
+        insert_values(session, Company.__table__, columns, rows([]))
+        insert_values(session, Company.__table__, columns, [])
+    assert taken == ["a1", "b2", "c3"]
+    stored = db.session.execute(select(Company.id, Company.name).order_by(Company.id)).all()
+    assert stored == [("a1", "A1"), ("b2", "B2"), ("c3", "C3")]
+
+
 @pytest.mark.database_independent
 def test_collector_paused_leaves_the_collector_as_it_found_it():
     """The month close pauses Python's cyclic collector for its million rows: on again after

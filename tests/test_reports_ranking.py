@@ -121,15 +121,17 @@ def check_ranking(kind: str, year: int, month: int) -> None:
             assert kept == (totals, days)
         # The marks a close stores, from the rows it read for its figures: the database's.
         carried = rollups.carried_levels(db.session, kind, period.days[0].day, None)
-        figures = rollups.close_figures(db.session, kind, period, carried)
-        stored = {c: marks for c, (_, _, marks) in figures.items()}
+        figures = list(rollups.close_figures(db.session, kind, period, carried))
+        stored = {c: marks for c, _, _, marks in figures}
+        assert len(stored) == len(figures)  # one row per company
         lists = rollups.peak_lists(db.session, kind, period, None)
-        # The figures a close stores: every company's days but those all zeros, as their text.
-        assert {c: days for c, (days, _, _) in figures.items()} == {
-            c: days for c, days in lists.items() if c in stored
+        # The figures a close stores: every company's days but those all zeros, as their text,
+        # and their sum.
+        assert {c: text for c, _, text, _ in figures} == {
+            c: closed_figures.encode(days) for c, days in lists.items() if c in stored
         }
         assert all(not any(days) for c, days in lists.items() if c not in stored)
-        assert all(text == closed_figures.encode(days) for days, text, _ in figures.values())
+        assert all(total == sum(lists[c]) for c, total, _, _ in figures)
         now = rollups.month_marks(db.session, kind, period, carried)
         assert stored.keys() == now.keys()
         assert all(rollups.same_marks(stored[c], now[c]) for c in now)

@@ -15,7 +15,7 @@ import json
 import os
 import select
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -242,17 +242,25 @@ def insert_rows(session: Session, table: Table, rows: list[dict[str, Any]]) -> N
 
 
 def insert_values(
-    session: Session, table: Table, columns: list[str], rows: list[tuple[Any, ...]]
+    session: Session, table: Table, columns: list[str], rows: Iterable[tuple[Any, ...]]
 ) -> None:
     """Insert `rows` (each a tuple of the values of `columns`, columns of `table`) in the
     session's transaction. On PostgreSQL through COPY: for the change path's large writes (an
     import's hundreds of thousands of history intervals and audit entries) an executemany
     spends most of its time building statements in Python. Elsewhere (SQLite) an executemany,
-    which costs no round trips there."""
-    if not rows:
-        return
+    which costs no round trips there.
+
+    `rows` may be an iterator that works out each row as it is taken (a month close's
+    figures): on PostgreSQL each is sent as it comes, and the server stores the rows already
+    sent while the next are worked out. It must not use the session's connection meanwhile
+    (the COPY holds it)."""
     dialect = session.get_bind().dialect
+    if isinstance(rows, list) and not rows:
+        return
     if dialect.name != "postgresql":
+        rows = rows if isinstance(rows, list) else list(rows)
+        if not rows:
+            return
         # The driver's executemany with each column's own bind processor (the stored form is
         # what a Core insert writes): a Core insert of dicts spends more time preparing each
         # row's parameters than SQLite spends writing it (a third of a 1,000-row batch create).

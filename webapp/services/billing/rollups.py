@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from operator import itemgetter
 from typing import Any
@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 
 from flask import current_app
 from sqlalchemy import (
+    Date,
     Integer,
     Select,
     String,
@@ -476,7 +477,8 @@ def _filled(
     return lists
 
 
-Stored = tuple[list[int], str, str]  # a close's (days, days as text, marks) of one company
+# A close's row of one company: (company, total, days as text, marks; None without marks).
+Stored = tuple[str, int, str, str | None]
 
 
 def iso_day(session: Session, column: Any) -> Any:
@@ -488,14 +490,26 @@ def iso_day(session: Session, column: Any) -> Any:
     return cast(column, String)
 
 
+def day_offset(session: Session, column: Any, first: date) -> Any:
+    """A date column as its number of days after `first` (an integer): PostgreSQL subtracts
+    dates by itself, SQLite through julianday."""
+    if session.get_bind().dialect.name == "postgresql":
+        return column - literal(first, Date)
+    return cast(func.julianday(column) - func.julianday(literal(first.isoformat())), Integer)
+
+
 def close_figures(
     session: Session, kind: str, period: periods.Period, carried: dict[str, int]
-) -> dict[str, Stored]:
-    """What a close stores, from one read of the month's rows: {company: (peak_lists' days,
-    the same as closed_figures.encode writes them, month_marks' string)} for every company with
-    a row in the month or a level carried into it (any other company's days are all zeros),
-    `carried` being carried_levels' answer for the month's 1st. The marks list the rows in day
-    order (same_marks compares them in any order).
+) -> Iterator[Stored]:
+    """What a close stores, from one read of the month's rows: (company, the sum of its
+    peak_lists' days, those days as closed_figures.encode writes them, month_marks' string)
+    for every company with a row in the month or a level carried into it (any other company's
+    days are all zeros), `carried` being carried_levels' answer for the month's 1st. The marks
+    list the rows in day order (same_marks compares them in any order).
+
+    The month's rows are read here, before the answer is iterated: what it yields is worked
+    out as it is taken, so a close can write each company's row while the next is computed
+    (on PostgreSQL the server stores one as Python works out the next: month_close._store).
 
     At 100,000 companies a month holds a million rows of both kinds and a close has 5 s. So
     the rows are sorted by company (itertools.groupby hands over each company's, with no
@@ -503,43 +517,51 @@ def close_figures(
     run of equal days at a time, each number formatted once (formatting all 31 of a company's
     days was a fifth of a close)."""
     first, last = period.days[0].day, period.days[-1].day
-    position = {d.day.isoformat(): i for i, d in enumerate(period.days)}
     p = DailyPeak
-    # The day as text, which the marks write (PostgreSQL's date objects format slowly); in
-    # the covering index's day order, no sort by the database (PostgreSQL's, by collation,
-    # spilled to disk), so each company's rows stay in day order through the stable sort.
-    day = iso_day(session, p.day).label("day_text")
-    query = select(p.company, day, p.peak, p.level).where(
+    # Each row's day as its index in the period, which the server works out 3 times faster
+    # than a date's text (to_char: 0.45 s of a million rows); the marks take each day's text
+    # from `days`. In the covering index's day order, no sort by the database (PostgreSQL's,
+    # by collation, spilled to disk), so each company's rows stay in day order through the
+    # stable sort.
+    index = day_offset(session, p.day, first).label("day_index")
+    query = select(p.company, index, p.peak, p.level).where(
         p.kind == kind, p.day >= first, p.day <= last
     )
     found = driver_rows(session.connection(), query.order_by(p.day))
     found.sort(key=itemgetter(0))
-    count = len(period.days)
-    figures: dict[str, Stored] = {}
+    days = [d.day.isoformat() for d in period.days]
+    return _stored(found, days, carried)
+
+
+def _stored(found: list[Any], days: list[str], carried: dict[str, int]) -> Iterator[Stored]:
+    """close_figures' answer from the month's rows `found` (company, day index, peak, level),
+    sorted by company and in day order within each; `days` the period's days as text."""
+    count = len(days)
+    with_rows = set()
     for company, rows in itertools.groupby(found, key=itemgetter(0)):
+        with_rows.add(company)
         carry = carried.get(company, 0)
         carry_text = start = str(carry)
-        values: list[int] = []
+        total = 0
         texts: list[str] = []  # each day's number as text
         marks: list[str] = []
-        for _, day, peak, end_level in rows:
-            quiet = position[day] - len(values)
+        for _, i, peak, end_level in rows:
+            quiet = i - len(texts)
             if quiet > 0:  # the days before the row, at the level carried
-                values += [carry] * quiet
+                total += carry * quiet
                 texts += [carry_text] * quiet
-            values.append(peak)
+            total += peak
             peak_text, carry_text = str(peak), str(end_level)
             texts.append(peak_text)
-            marks.append(f"{day}:{peak_text}:{carry_text}")
+            marks.append(f"{days[i]}:{peak_text}:{carry_text}")
             carry = end_level
-        quiet = count - len(values)
-        values += [carry] * quiet
+        quiet = count - len(texts)
+        total += carry * quiet
         texts += [carry_text] * quiet
-        figures[company] = (values, ",".join(texts), f"{start}|{','.join(marks)}")
+        yield company, total, ",".join(texts), f"{start}|{','.join(marks)}"
     for company, level in carried.items():  # no row in the month: its level all month
-        if level and company not in figures:
-            figures[company] = ([level] * count, ",".join([str(level)] * count), f"{level}|")
-    return figures
+        if level and company not in with_rows:
+            yield company, level * count, ",".join([str(level)] * count), f"{level}|"
 
 
 def month_figures(
