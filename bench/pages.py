@@ -229,7 +229,7 @@ def _reopen_after(database_url: str, year: int, month: int) -> None:
 
     from webapp import create_app
     from webapp.extensions import db
-    from webapp.models import AuditEntry, MonthClose, Webhook
+    from webapp.models import AuditEntry, ClosedFigures, MonthClose, Webhook
 
     app = create_app(
         {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
@@ -238,6 +238,7 @@ def _reopen_after(database_url: str, year: int, month: int) -> None:
         made = select(MonthClose.id).where(
             MonthClose.year == year, MonthClose.month == month, MonthClose.closed_by == CLOSER
         )
+        db.session.execute(delete(ClosedFigures).where(ClosedFigures.close_id.in_(made)))
         db.session.execute(delete(MonthClose).where(MonthClose.id.in_(made)))
         db.session.execute(delete(Webhook).where(Webhook.created_by == CLOSER))
         db.session.execute(
