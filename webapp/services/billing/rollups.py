@@ -50,7 +50,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
-    extract,
     func,
     insert,
     literal,
@@ -420,10 +419,8 @@ def _period_found(
     (or a query naming them; None: every one), each company's in day order: one query."""
     first, last = period.days[0].day, period.days[-1].day
     p = DailyPeak
-    # A report's period is a month from its 1st: a day's index is its day of the month - 1,
-    # worked out by the database. Any other span (a company page's months at once) maps days.
-    one_month = first.day == 1 and (first.year, first.month) == (last.year, last.month)
-    index = cast(extract("day", p.day), Integer) - 1 if one_month else p.day
+    # A day's index in the period, worked out by the database (day_offset), for any span.
+    index = day_offset(session, p.day, first)
     # In day order, the index's own (no sort): each company's rows come in order.
     in_period = (
         select(p.company, index, p.peak, p.level)
@@ -440,14 +437,10 @@ def _period_found(
         )
     elif companies is not None:
         in_period = in_period.where(p.company.in_(companies))
-    if one_month:
-        # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy
-        # to convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more
-        # than the loops over them.
-        return driver_rows(session.connection(), in_period)
-    position = {d.day: i for i, d in enumerate(period.days)}
-    rows: Sequence[Any] = session.connection().execute(in_period).all()
-    return [(company, position[day], peak, lv) for company, day, peak, lv in rows]
+    # The driver's rows as they come (a string and three integers: nothing for SQLAlchemy to
+    # convert): 175,000 rows a month at 10,000 companies, whose Row objects cost more than the
+    # loops over them.
+    return driver_rows(session.connection(), in_period)
 
 
 def _filled(
@@ -581,8 +574,7 @@ def month_figures(
     first, last = period.days[0].day, period.days[-1].day
     level = carried_levels(session, kind, first, companies)
     p = DailyPeak
-    # A period lies within one calendar month: a day's index is its day of the month - 1.
-    index = cast(extract("day", p.day), Integer) - 1
+    index = day_offset(session, p.day, first)  # the day's index in the period
     query = (
         select(index, p.company, p.peak, p.level)
         .where(p.kind == kind, p.day >= first, p.day <= last)
