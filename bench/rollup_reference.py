@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from webapp.database import utcnow
 from webapp.models import (
+    Company,
     DailyPeak,
     HistoryInterval,
     RollupDay,
@@ -114,11 +115,16 @@ def _derive(session: Session, kind: str, rows: list[tuple[str, date, int, int]])
             )
     for i in range(0, len(months), 5000):
         session.execute(insert(RollupMonth), months[i : i + 5000])
-    # Each company's last month row (months are in company and month order).
+    # Each company's last month row (months are in company and month order); level 0 and no
+    # month for a company without any (models.RollupLatest).
     latest = {m["company"]: m for m in months}
     values = [
         {"kind": kind, "company": c, "month": m["month"], "level": m["level"]}
         for c, m in latest.items()
+    ] + [
+        {"kind": kind, "company": c, "month": None, "level": 0}
+        for c in session.scalars(select(Company.id).order_by(Company.id))
+        if c not in latest
     ]
     for i in range(0, len(values), 5000):
         session.execute(insert(RollupLatest), values[i : i + 5000])

@@ -41,7 +41,7 @@ def test_the_sums_migration_derives_what_the_rollup_keeps(app, factory):
     from .invariants import _rollup_rows
 
     rng = random.Random(9)
-    for company in ("alpha", "beta", "gamma"):
+    for company in ("alpha", "beta", "gamma", "delta"):
         factory.company(company)
     rows = []
     for i in range(120):
@@ -62,16 +62,22 @@ def test_the_sums_migration_derives_what_the_rollup_keeps(app, factory):
         session.execute(delete(RollupMonth))
         migration._derive(session.connection())
     assert _rollup_rows() == kept
-    # Migration 0030 fills rollup_latest from those rollup_months.
-    path = Path(__file__).parent.parent / "migrations/versions/0030_rollup_latest.py"
-    spec = importlib.util.spec_from_file_location("migration_0030", path)
-    assert spec is not None and spec.loader is not None
-    latest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(latest)
-    assert kept["rollup_latest"], "the history gave no levels to compare"
+    # Migration 0030 fills rollup_latest from those rollup_months, and 0032 adds level 0 for
+    # every company without one ("delta" never held anything).
+    backfills = []
+    for name in ("0030_rollup_latest", "0032_rollup_latest_every_company"):
+        path = Path(__file__).parent.parent / f"migrations/versions/{name}.py"
+        spec = importlib.util.spec_from_file_location(f"migration_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        backfills.append(module.BACKFILL)
+    assert ("ddi", "delta", None, 0) in kept["rollup_latest"], "no company without levels"
+    assert any(row[2] is not None for row in kept["rollup_latest"]), "no levels to compare"
     with write_transaction() as session:
         session.execute(delete(RollupLatest))
-        session.execute(text(latest.BACKFILL))
+        for backfill in backfills:
+            session.execute(text(backfill))
     assert _rollup_rows() == kept
 
 

@@ -14,20 +14,33 @@ empty rollup, over the correct one (it then writes only what differs) and over a
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, text, update
+from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.orm import Session
 
 from bench.rollup_reference import rebuild_all_row_by_row
 from webapp.database import write_transaction
 from webapp.extensions import db
-from webapp.models import DailyPeak, HistoryInterval, RollupDay, RollupLatest, RollupMonth
+from webapp.models import (
+    Company,
+    DailyPeak,
+    HistoryInterval,
+    RollupDay,
+    RollupLatest,
+    RollupMonth,
+    RollupState,
+)
+from webapp.services import companies as company_service
 from webapp.services.billing import _rollup_build, _rollup_stream_pg, periods, rollups
 
-from .invariants import _rollup_rows
+from .conftest import BACKEND
+from .factories import OPERATOR
+from .invariants import _rollup_rows, assert_rollup_exact
 
 COMPANIES = ("alpha", "beta", "gamma")
 START = datetime(2026, 3, 27, 21, 0)  # London changes to summer time on 29 March
@@ -152,11 +165,14 @@ def test_an_empty_history_empties_the_rollup(app, companies):
         rebuild_all_row_by_row(session, tz)
         session.execute(delete(HistoryInterval))
     assert rollups.rebuild_all(db.session, tz) == {"ddi": 0, "user": 0}
+    every = db.session.scalars(select(Company.id).order_by(Company.id)).all()
+    assert every, "no companies to keep levels of"
     assert _rollup_rows() == {
         "daily_peaks": [],
         "rollup_days": [],
         "rollup_months": [],
-        "rollup_latest": [],
+        # Every company keeps its level: 0, without a month (models.RollupLatest).
+        "rollup_latest": [(kind, c, None, 0) for kind in ("ddi", "user") for c in every],
     }
 
 
@@ -235,3 +251,41 @@ def test_midnights_are_written_as_postgresql_writes_timestamps(app, at):
     written = session.execute(text("SELECT CAST(CAST(:at AS timestamp) AS text)"), {"at": at})
     assert _rollup_build._pg_text(at) == written.scalar_one()
     session.rollback()
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite has one writer at a time")
+@pytest.mark.parametrize("first_build", [True, False])
+def test_a_company_created_during_a_rebuild_waits_and_gets_its_levels(app, companies, first_build):
+    """Every company has a rollup_latest row once the rollup is built (models.RollupLatest).
+    A company created while a full rebuild is under way on PostgreSQL would be in neither the
+    rebuild's rows (not there when it read the companies) nor its own (the rollup not built
+    yet, or its row deleted by the rebuild's sync): its creation waits for the rebuild to
+    commit, then finds the rollup built and adds its level-0 rows."""
+    tz = periods.zone("Europe/London")
+    write_history(tz, [("ddi", ["alpha"], (1, "minutes", 30), "open", 1, False)])
+    with write_transaction() as session:
+        if first_build:
+            session.execute(delete(RollupState))
+    rebuilding = Session(db.engine)
+    rollups.rebuild_all(rebuilding, tz)  # its locks held until it commits
+
+    def create():
+        with app.app_context():
+            company_service.create(OPERATOR, "omega", "Omega")
+
+    creator = threading.Thread(target=create)
+    creator.start()
+    creator.join(timeout=1.5)
+    waited = creator.is_alive()
+    rebuilding.commit()
+    rebuilding.close()
+    creator.join(timeout=30)
+    assert waited and not creator.is_alive()
+    db.session.rollback()
+    latest = db.session.execute(
+        select(RollupLatest.kind, RollupLatest.month, RollupLatest.level)
+        .where(RollupLatest.company == "omega")
+        .order_by(RollupLatest.kind)
+    ).all()
+    assert [tuple(row) for row in latest] == [("ddi", None, 0), ("user", None, 0)]
+    assert_rollup_exact()

@@ -495,12 +495,16 @@ class RollupMonth(Model):
 
 
 class RollupLatest(Model):
-    """Per (kind, company) with rollup_months rows, the month and `level` of its latest one:
-    the level the company is at now, kept beside the rollup (services/billing/_rollup_sums.py).
+    """Per kind whose rollup is built and every company, the month and `level` of the
+    company's latest rollup_months row: the level it is at now, kept beside the rollup
+    (services/billing/_rollup_sums.py). A company without rollup_months rows (it never held a
+    record of the kind) has level 0 and no month.
 
     The report page for every company ranks the current month by reading companies in level
     order from ix_rollup_latest_level (ranks.py) instead of every company's month total; a
-    company without a row in the month totals this level times the month's days so far.
+    company without a row in the month totals this level times the month's days so far. The
+    companies list sorted by a count reads one range of that index (services/companies.py):
+    every company is in it, so no join of every company finds those without a row.
     """
 
     __tablename__ = "rollup_latest"
@@ -508,7 +512,7 @@ class RollupLatest(Model):
 
     kind: Mapped[str] = mapped_column(String(8), primary_key=True)
     company: Mapped[str] = mapped_column(ForeignKey("companies.id"), primary_key=True)
-    month: Mapped[date] = mapped_column(Date)
+    month: Mapped[date | None] = mapped_column(Date)
     level: Mapped[int] = mapped_column(Integer)
 
 

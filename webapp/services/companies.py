@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
@@ -15,7 +15,7 @@ from ..access import CompanyScope, Principal, within
 from ..database import on_postgresql, upper_bound, write_transaction
 from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..extensions import db
-from ..models import Company, Ddi, PhoneUser, RollupLatest, RollupMonth
+from ..models import Company, Ddi, PhoneUser, RollupLatest
 from . import paging
 from .billing import rollups
 from .fields import check_format
@@ -50,6 +50,7 @@ def create(principal: Principal, company_id: object, name: object) -> Company:
             session.flush()
         except IntegrityError as exc:
             raise Conflict(f"Company '{company_id}' already exists.") from exc
+        rollups.start_company(session, company_id)
         audit.record(
             session,
             [
@@ -115,10 +116,10 @@ class CompanyRow:
 
 # The orders of the companies list (System-Admin): each ends with the identifier, so it is
 # total. By DDI or phone-user count, each company's count is its rollup level (`count_now`'s,
-# read for every matching company from rollup_latest in one join: 58 ms instead of 210 ms at
-# 100,000 companies on SQLite), never a pass over the million DDIs. While a kind's rollup is
-# not built its counts would be such a pass, so that sort is refused then (`count_sortable`);
-# the counts of the page's 50 companies are still shown.
+# its rollup_latest row, read in the order of that table's level index: `_page_of`), never a
+# pass over the million DDIs. While a kind's rollup is not built its counts would be such a
+# pass, so that sort is refused then (`count_sortable`); the counts of the page's 50
+# companies are still shown.
 SORTS = ("id", "name", "ddis", "users")
 COUNT_SORTS = {"ddis": "ddi", "users": "user"}
 
@@ -146,14 +147,11 @@ def count_now(
     if built is None:
         built = rollups.built_zone(db.session(), kind) is not None
     if built:
-        # The latest month row's level is the latest daily row's (_rollup_sums), read from
-        # ix_rollup_months_company alone: a row per company and month, not per active day, so
-        # the seek is about half the cost that ranks 100,000 companies by their count.
+        # The company's rollup_latest row (every company has one: models.RollupLatest), the
+        # level the count orders sort by: one primary-key seek.
         level = (
-            select(RollupMonth.level)
-            .where(RollupMonth.kind == kind, RollupMonth.company == company)
-            .order_by(RollupMonth.month.desc())
-            .limit(1)
+            select(RollupLatest.level)
+            .where(RollupLatest.kind == kind, RollupLatest.company == company)
             .scalar_subquery()
         )
         return func.coalesce(level, 0)
@@ -245,23 +243,27 @@ def _page_of(
     total = db.session.scalar(select(func.count()).select_from(Company).where(matches)) or 0
     number, pages = paging.clamp(number, total, per_page)
     built = {kind: s in sortable for s, kind in COUNT_SORTS.items()}
-    # The page's companies first (sorted by a count: the only count worked out for every
-    # matching company), then their two counts for those 50 alone.
-    # The order is worked out on the identifier and the sort key alone (the name only when it
-    # is the key); the page's 50 companies then get their name and creation time by key. The
-    # wider rows of every company made PostgreSQL's hash join of 100,000 companies with their
-    # counts 129 ms instead of 84 (EXPLAIN ANALYZE, bench/README.md).
-    inner = select(Company.id).where(matches)
+    # The page's companies first, worked out on the identifier and the sort key alone (the
+    # name only when it is the key); the page's 50 companies then get their name, creation
+    # time and two counts by key.
+    inner: Select = select(Company.id).where(matches)
     if sort == "name":
         inner = inner.add_columns(Company.name)
     if sort in COUNT_SORTS:
-        # Every matching company's count, from rollup_latest (each company's latest month row
-        # and its level: count_now's answer, kept beside the rollup, tests/invariants.py) in
-        # one join: a count_now seek per company was most of 210 ms at 100,000 companies.
+        # Every company's count is its rollup_latest row's level (count_now's answer, kept
+        # beside the rollup, tests/invariants.py), and every company has one once the kind's
+        # rollup is built (models.RollupLatest): the order is one range of
+        # ix_rollup_latest_level (kind, level, company), read as far as the page. The
+        # companies table is joined only to search names; joining every company to find
+        # those without a row cost PostgreSQL 160-190 ms at 100,000 (bench/README.md).
         latest = aliased(RollupLatest)
-        joined = and_(latest.kind == COUNT_SORTS[sort], latest.company == Company.id)
-        count = func.coalesce(latest.level, 0).label(sort)
-        inner = inner.add_columns(count).outerjoin(latest, joined)
+        inner = select(latest.company.label("id"), latest.level.label(sort)).where(
+            latest.kind == COUNT_SORTS[sort]
+        )
+        if text:
+            inner = inner.join(Company, Company.id == latest.company).where(matches)
+        else:
+            inner = inner.where(within(latest.company, scope))
     ordered = [
         k.desc() if descending else k.asc() for k in _sort_keys(sort, inner.selected_columns)
     ]

@@ -41,14 +41,14 @@ class _Target:
 _LATEST = _Target(
     "rollup_latest", ("company",), ("month", "level"), "company VARCHAR, month DATE, level INTEGER"
 )
-# Each company's latest month row (rollup_latest), from the rollup_months rows just written.
+# Each company's latest month row (rollup_latest), from the rollup_months rows just written;
+# level 0 and no month for a company without any (models.RollupLatest).
 _LATEST_ROWS = """
-SELECT company, month, level FROM (
+SELECT c.id, r.month, COALESCE(r.level, 0) FROM companies AS c LEFT JOIN (
   SELECT company, month, level,
          ROW_NUMBER() OVER (PARTITION BY company ORDER BY month DESC) AS n
   FROM rollup_months WHERE kind = :kind
-) AS r
-WHERE n = 1
+) AS r ON r.company = c.id AND r.n = 1
 """
 
 
@@ -96,7 +96,9 @@ def _sync(session: Session, target: _Target, query: str, params: dict[str, objec
     gone = f"DELETE FROM {target.table} AS t WHERE t.kind = :kind"  # noqa: S608
     others = f"NOT EXISTS (SELECT 1 FROM {new} AS n WHERE {same_key})"  # noqa: S608
     session.execute(text(f"{gone} AND {others}"), params)
-    changed = " OR ".join(f"t.{v} <> n.{v}" for v in target.values)
+    # A value may be NULL (rollup_latest's month): compared as equal to NULL alone.
+    distinct = "IS DISTINCT FROM" if session.get_bind().dialect.name == "postgresql" else "IS NOT"
+    changed = " OR ".join(f"t.{v} {distinct} n.{v}" for v in target.values)
     assignments = ", ".join(f"{v} = n.{v}" for v in target.values)
     moved = f"UPDATE {target.table} AS t SET {assignments} FROM {new} AS n"  # noqa: S608
     session.execute(text(f"{moved} WHERE {mine} AND ({changed})"), params)

@@ -11,13 +11,14 @@ Both tables are pure functions of daily_peaks (models.RollupDay, models.RollupMo
   `last_day` (its last row in the month), and that row's `level`. Its month total over a
   period of n days is through + level x (n - last_day's day of the month).
 - rollup_latest (kind, company): the month and `level` of the company's latest rollup_months
-  row, for the current month's ranking (ranks.py).
+  row, for every company (level 0 and no month without one), for the current month's ranking
+  (ranks.py) and the companies list's count orders (services/companies.py).
 
 They change only where daily_peaks change, in the same transaction: `record_changes`' fast path
 applies `Extend` deltas (each its company's latest row, so its rollup_latest row too); a
 company's rows rewritten from a day on (rollups.rebuild) apply the difference of its old and new
 rows (`replace`, which reads its latest month row again); a full rebuild derives them anew
-(`derive`).
+(_rollup_build). A new company gets its level-0 rows with it (`start_company`).
 tests/invariants.py holds them to a rebuild after every write sequence, and the ranking tests
 hold the figures read from them to the report's.
 
@@ -212,47 +213,22 @@ def replace(
         .order_by(m.month.desc())
         .limit(1)
     ).first()
-    if latest is None:
-        session.execute(
-            delete(RollupLatest).where(RollupLatest.kind == kind, RollupLatest.company == company)
-        )
-    else:
-        session.execute(
-            _upsert_latest(session),
-            [{"kind": kind, "company": company, "month": latest.month, "level": latest.level}],
-        )
+    latest_month: date | None = None  # no month rows left: level 0 (models.RollupLatest)
+    level = 0
+    if latest is not None:
+        latest_month, level = latest.month, latest.level
+    session.execute(
+        _upsert_latest(session),
+        [{"kind": kind, "company": company, "month": latest_month, "level": level}],
+    )
 
 
-def derive(session: Session, kind: str, rows: Iterable[tuple[str, date, int, int]]) -> None:
-    """Replace kind's sums by those of `rows`, (company, day, peak, level) in company and day
-    order: every daily_peaks row of the kind (the full rebuild)."""
-    session.execute(delete(RollupDay).where(RollupDay.kind == kind))
-    session.execute(delete(RollupMonth).where(RollupMonth.kind == kind))
-    session.execute(delete(RollupLatest).where(RollupLatest.kind == kind))
-    days = DayDeltas()
-    months: list[dict] = []
-    latest: list[dict] = []
-    for company, group in itertools.groupby(rows, key=lambda r: r[0]):
-        company_rows = [(d, p, lv) for _, d, p, lv in group]
-        for day, (rise, change) in day_parts(company_rows, 0).items():
-            days.add(day, rise, change)
-        values = _month_values(kind, company, month_parts(company_rows, 0))
-        months += values
-        if values:
-            last = values[-1]
-            latest.append({k: last[k] for k in ("kind", "company", "month", "level")})
-    for i in range(0, len(months), 5000):
-        session.execute(insert(RollupMonth), months[i : i + 5000])
-    for i in range(0, len(latest), 5000):
-        session.execute(insert(RollupLatest), latest[i : i + 5000])
-    if days:
-        session.execute(
-            insert(RollupDay),
-            [
-                {"kind": kind, "day": d, "rise": r, "change": c}
-                for d, (r, c) in sorted(days.items())
-            ],
-        )
+def start_company(session: Session, kinds: Iterable[str], company: str) -> None:
+    """A new company's rollup_latest rows, level 0 and no month, for each of `kinds` (those
+    whose rollup is built): every company has one (models.RollupLatest)."""
+    rows = [{"kind": kind, "company": company, "month": None, "level": 0} for kind in kinds]
+    if rows:
+        session.execute(insert(RollupLatest), rows)
 
 
 SLOTS = 8  # rollup_days rows a day's sums may spread over (PostgreSQL)

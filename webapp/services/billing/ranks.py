@@ -82,7 +82,7 @@ def _top(
     `through` read of day d + level x (count - d). The reads go twice as deep until the
     `wanted`-th total met is at least every such bound: every company above it has then been
     met, and the companies tied with it are looked up by their total (`_tied`: ties go by
-    identifier). Once every company with rows has been met, every other one totals 0."""
+    identifier). Once every company has been met, the rest of the page totals 0 (`_zeros`)."""
     count = len(period.days)
     first = period.days[0].day
     read = depth or max(2 * wanted, 64)
@@ -93,7 +93,7 @@ def _top(
         _read_days(session, kind, first, count, read, reading, totals)
         levels = _read_levels(session, kind, first, count, read, totals)
         ranked = sorted((-t, c) for c, t in totals.items() if t > 0)
-        if len(levels) < read:  # every company with rows met: the rest total 0
+        if len(levels) < read:  # every company met: those not in `ranked` total 0
             page = [(c, -t) for t, c in ranked[:wanted]]
             return page + _zeros(session, {c for _, c in ranked}, wanted - len(page))
         level = levels[-1]

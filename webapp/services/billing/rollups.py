@@ -94,6 +94,15 @@ def built_zone(session: Session, kind: str) -> str | None:
     return session.scalar(select(RollupState.timezone).where(RollupState.kind == kind))
 
 
+def start_company(session: Session, company: str) -> None:
+    """Give a company created in this transaction its rollup_latest rows (level 0, no month)
+    for each kind whose rollup is built, so every company has one (models.RollupLatest). A
+    full rebuild writes every company's; on PostgreSQL it keeps company creation out until it
+    commits (`rebuild_all`), so a company is never created between the two unseen by both."""
+    built = session.scalars(select(RollupState.kind).order_by(RollupState.kind)).all()
+    _rollup_sums.start_company(session, built, company)
+
+
 def record_changes(
     session: Session,
     kind: str,
@@ -368,6 +377,11 @@ def rebuild_all(session: Session, tz: ZoneInfo) -> dict[str, int]:
     meanwhile is missed."""
     session.flush()
     intervals.lock_table(session)
+    if session.get_bind().dialect.name == "postgresql":
+        # Company creation waits (SHARE conflicts with its insert; the writers' row locks on
+        # companies do not): one created meanwhile is in the rebuild's rollup_latest, or
+        # created after it commits and gets its rows from the state written here.
+        session.execute(text("LOCK TABLE companies IN SHARE MODE"))
     return {kind: rebuild(session, kind, None, tz) for kind in KINDS}
 
 
