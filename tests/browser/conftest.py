@@ -81,6 +81,15 @@ def wait_for_htmx(page: Page) -> None:
     page.wait_for_function("() => window.htmx !== undefined && document.readyState === 'complete'")
 
 
+def wait_for_settled(page: Page) -> None:
+    """htmx has finished its requests, swaps and settling: a swapped-in form field takes its
+    behaviour (its own hx-get, static/picker.js's listeners) as the swap settles, so text typed
+    into it before that starts no suggestion request. A user types that fast only in a test."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
+
+
 @pytest.fixture
 def sign_in(live_server: str, page: Page):
     """sign_in(username): through the real /login form, then wait for the page it leads to.

@@ -14,7 +14,7 @@ from webapp.extensions import db
 from webapp.models import Account
 from webapp.services.identity import accounts
 
-from .conftest import wait_for_htmx
+from .conftest import wait_for_htmx, wait_for_settled
 
 pytestmark = pytest.mark.slow  # a real browser
 
@@ -97,6 +97,7 @@ def test_grants_remove_one_and_add_one_keeping_the_rest(live_server, factory, pa
     expect(admin_of.locator(".chosen-id")).to_have_text(["globex"])
     expect(page.locator("#reporting_for-chosen .chosen-id")).to_have_text(["initech"])
     expect(page.locator("#add_admin_of")).to_be_focused()
+    wait_for_settled(page)
 
     page.locator("#add_admin_of").fill("ini")
     page.get_by_role("option", name=re.compile("^initech")).click()

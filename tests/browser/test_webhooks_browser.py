@@ -20,7 +20,7 @@ from webapp.extensions import db
 from webapp.models import Webhook, WebhookAttempt
 from webapp.services.events import webhooks
 
-from .conftest import PASSWORD, wait_for_htmx
+from .conftest import PASSWORD, wait_for_htmx, wait_for_settled
 from .test_axe import WIDTHS
 
 pytestmark = pytest.mark.slow  # a real browser
@@ -147,6 +147,7 @@ def test_companies_are_chips_added_and_removed_and_the_first_error_is_focused(
     expect(chips).to_have_count(1)
     expect(page.locator("#company-chosen")).to_contain_text("globex")
     expect(picker).to_be_focused()  # ready for the next one
+    wait_for_settled(page)
     picker.fill("acm")
     page.get_by_role("option", name=re.compile("^acme")).click()
     expect(chips).to_have_count(2)
