@@ -108,16 +108,14 @@ def start_pair(bin: Path) -> Pair:
             "--no-sync",
         )  # fmt: skip
         settings = SETTINGS.format(port=pair.primary_port, sockets=folder)
-        _append(pair, pair.primary / "postgresql.conf", settings)
-        _append(
-            pair, pair.primary / "pg_hba.conf", "host replication postgres 127.0.0.1/32 trust\n"
-        )
+        _append(pair.primary / "postgresql.conf", settings)
+        _append(pair.primary / "pg_hba.conf", "host replication postgres 127.0.0.1/32 trust\n")
         pair.start(pair.primary)
         pair.run(
             "pg_basebackup", "-h", "127.0.0.1", "-p", str(pair.primary_port), "-U", "postgres",
             "-D", str(pair.replica), "-R", "-X", "stream", "--no-sync",
         )  # fmt: skip
-        _append(pair, pair.replica / "postgresql.conf", f"port = {pair.replica_port}\n")
+        _append(pair.replica / "postgresql.conf", f"port = {pair.replica_port}\n")
         pair.start(pair.replica)
         _wait_streaming(pair)
     except BaseException:
@@ -126,7 +124,7 @@ def start_pair(bin: Path) -> Pair:
     return pair
 
 
-def _append(pair: Pair, path: Path, text: str) -> None:
+def _append(path: Path, text: str) -> None:
     """Add settings to a file the server's user owns (the later line of a setting wins)."""
     with path.open("a") as out:
         out.write(text)
