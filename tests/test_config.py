@@ -58,6 +58,20 @@ BAD = [
     ("OIDC_ISSUER", "https://sso.example.com/?tenant=1", "not an issuer URL"),
     ("OIDC_CLIENT_ID", "a\nb", "printable characters"),
     ("OIDC_USERNAME_CLAIM", "x" * 101, "1 to 100 printable characters"),
+    ("DATABASE_REPLICA_URLS", "mysql://u@h/db", "entry 1: 'mysql' databases are not supported"),
+    (
+        "DATABASE_REPLICA_URLS",
+        "postgresql+psycopg://u:secret@h/db, sqlite:////tmp/x.db",
+        "entry 2 is not a PostgreSQL URL",
+    ),
+    (
+        "DATABASE_REPLICA_URLS",
+        "postgresql+psycopg://u@h/db,postgresql+psycopg://u@h/db",
+        "a replica is listed twice",
+    ),
+    ("REPLICA_MAX_LAG_SECONDS", "0", "not between 0.1 and 3600"),
+    ("REPLICA_MAX_LAG_SECONDS", "five", "not a number of seconds"),
+    ("REPLICA_MAX_LAG_SECONDS", "nan", "not between"),
 ]
 
 
@@ -132,6 +146,24 @@ def _flask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=60,
     )
+
+
+def test_replicas_need_a_postgresql_primary_other_than_themselves():
+    replica = "postgresql+psycopg://app:secret@replica/telephony"
+    with pytest.raises(ConfigError) as raised:
+        create_app({"SECRET_KEY": KEY, "DATABASE_REPLICA_URLS": replica})
+    assert str(raised.value) == (
+        "DATABASE_REPLICA_URLS is set but DATABASE_URL is not PostgreSQL: replicas are "
+        "PostgreSQL streaming replicas of a PostgreSQL primary"
+    )
+    same = {"SQLALCHEMY_DATABASE_URI": replica, "DATABASE_REPLICA_URLS": replica}
+    with pytest.raises(ConfigError) as raised:
+        create_app({"SECRET_KEY": KEY, **same})
+    assert "lists DATABASE_URL itself" in str(raised.value)
+    # The message never repeats a URL: it may hold a password.
+    with pytest.raises(ConfigError) as raised:
+        create_app({"SECRET_KEY": KEY, "DATABASE_REPLICA_URLS": "postgresql://app:secret@r/db"})
+    assert "secret" not in str(raised.value) and "entry 1" in str(raised.value)
 
 
 def test_single_sign_on_needs_its_three_settings_together():

@@ -179,9 +179,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         # Log format and level, request ids and the access line, /metrics when configured.
         observability.init_app(app, db.engine)
         check_database_exists(db.engine)
+        from . import replicas
+
+        replicas.init_app(app, db.engine)  # DATABASE_REPLICA_URLS (docs/replicas.md)
 
     from . import (
-        request_auth,  # noqa: F401  (registers the session loader)
+        request_auth,  # registers the session loader too
         security,
         views,
     )
@@ -199,6 +202,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     register_cli(app)
     metrics.add_source(backlog.metrics)  # the event backlog, read at each scrape
+    metrics.add_source(replicas.metrics)  # each replica's lag, when there are replicas
+    request_auth.init_app(app)  # the read fences, when there are replicas
     return app
 
 
@@ -224,6 +229,10 @@ def check_startup(processes: int = 1, threads: int = 1) -> list[str]:
     app = create_app()
     with app.app_context():
         db.engine.dispose()  # no connection of the master's may leak into forked workers
+        from . import replicas
+
+        if chooser := replicas.of(app):
+            chooser.dispose()
     return serving_warnings(app.config, processes, threads)
 
 

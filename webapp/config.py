@@ -126,6 +126,41 @@ def parse_database_url(value: object) -> str:
     return text
 
 
+def parse_replica_urls(value: object) -> tuple[str, ...] | None:
+    """DATABASE_REPLICA_URLS: PostgreSQL URLs of streaming replicas of DATABASE_URL's
+    database, comma-separated (or a list in instance/config.py); empty: none. The message
+    names an entry by its place, never repeating a URL (it may hold a password)."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    urls = [str(item).strip() for item in items if str(item).strip()]
+    for place, url in enumerate(urls, 1):
+        try:
+            parse_database_url(url)
+        except ValueError as exc:
+            raise ValueError(f"entry {place}: {exc}") from None
+        if not url.startswith("postgresql"):
+            raise ValueError(f"entry {place} is not a PostgreSQL URL (replicas are PostgreSQL's)")
+    if len(set(urls)) != len(urls):
+        raise ValueError("a replica is listed twice")
+    return tuple(urls) or None
+
+
+def parse_seconds(low: float, high: float) -> Callable[[object], float]:
+    """Seconds, whole or not ("5", "0.5"), from `low` to `high`."""
+
+    def parse(value: object) -> float:
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number of seconds") from None
+        if not low <= number <= high:  # NaN fails this too
+            raise ValueError(f"{number:g} is not between {low:g} and {high:g}")
+        return number
+
+    return parse
+
+
 def parse_timezone(value: object) -> str:
     name = str(value).strip()
     try:
@@ -306,6 +341,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     # DATABASE_URL's default depends on the instance folder: see default_config.
     Setting("DATABASE_URL", "SQLALCHEMY_DATABASE_URI", None, parse_database_url),
+    # Streaming replicas of a PostgreSQL DATABASE_URL, for the reads webapp/replicas.py routes
+    # there (docs/replicas.md); a replica further behind than REPLICA_MAX_LAG_SECONDS is
+    # skipped until it catches up.
+    Setting("DATABASE_REPLICA_URLS", "DATABASE_REPLICA_URLS", None, parse_replica_urls),
+    Setting("REPLICA_MAX_LAG_SECONDS", "REPLICA_MAX_LAG_SECONDS", "5", parse_seconds(0.1, 3600)),
     Setting("SECRET_KEY", "SECRET_KEY", None, parse_secret_key),
     # The keys webhook signing secrets are sealed with (services/sealing.py), newest
     # first; the key derived from SECRET_KEY is always tried last.
@@ -404,6 +444,15 @@ def check_config(config: dict[str, Any]) -> None:
             f"{oidc[0]} is set but {' and '.join(missing)} {verb} not: single sign-on needs "
             "all three"
         )
+    replicas = config.get("DATABASE_REPLICA_URLS") or ()
+    primary = str(config.get("SQLALCHEMY_DATABASE_URI") or "")
+    if replicas and not primary.startswith("postgresql"):
+        raise ConfigError(
+            "DATABASE_REPLICA_URLS is set but DATABASE_URL is not PostgreSQL: replicas are "
+            "PostgreSQL streaming replicas of a PostgreSQL primary"
+        )
+    if primary in replicas:
+        raise ConfigError("DATABASE_REPLICA_URLS lists DATABASE_URL itself: name the replicas")
     # What HTTPS implies, from its checked value whichever source set it.
     https = bool(config.get("HTTPS"))
     for key in ("WTF_CSRF_SSL_STRICT", "SESSION_COOKIE_SECURE", "REMEMBER_COOKIE_SECURE"):

@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session
 
 from .config import ConfigError
 from .errors import Conflict
-from .extensions import db
+from .extensions import READ_ENGINE_KEY, db
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
@@ -344,17 +344,22 @@ def _lost_race(exc: DBAPIError) -> bool:
 
 
 @contextmanager
-def write_transaction(snapshot: bool = False) -> Iterator[Session]:
+def write_transaction(snapshot: bool = False, fence: bool = True) -> Iterator[Session]:
     """One all-or-nothing write: commits on success, rolls everything back on any exception.
 
     Any read transaction still open (loading the signed-in account, say) is ended first, so the
     write starts on a fresh snapshot and, on SQLite, holds the write lock from its first statement.
     `snapshot`: every read of the transaction sees the database as of its first statement (on
     PostgreSQL REPEATABLE READ; on SQLite the write lock already keeps every other writer out).
+    `fence`: whether the request's caller must read this write back (docs/replicas.md: its
+    reads then wait for a replica that has it); False for bookkeeping nobody reads back at
+    once (when a token was last used).
     """
     session = db.session()  # the request's Session behind the scoped proxy
     if session.in_transaction():
         session.commit()
+    # A write, and every read after it in the request, on the primary (docs/replicas.md).
+    reads_to_primary()
     options: dict[str, Any] = {"write_lock": True}
     if snapshot and session.get_bind().dialect.name == "postgresql":
         options["isolation_level"] = "REPEATABLE READ"
@@ -362,6 +367,9 @@ def write_transaction(snapshot: bool = False) -> Iterator[Session]:
     try:
         yield session
         session.commit()
+        if fence and has_request_context():
+            # The request wrote: its caller's next reads wait for a replica that has it.
+            request.environ[WROTE_KEY] = True
     except DBAPIError as exc:
         session.rollback()
         if _lost_race(exc):
@@ -386,10 +394,34 @@ def upper_bound(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+# --- Where a request reads ---------------------------------------------------------------------
+# A request whose route may be served by a replica (request_auth.replica_reads) has its reads
+# routed to one: the ORM Session's statements (extensions.RoutedSession) and the read
+# connection below. Kept in the WSGI environ, which lives exactly as long as the request (`g`
+# as long as the app context, which a test client shares between requests).
+WROTE_KEY = "telephony.wrote"  # set once a write transaction of the request has committed
+
+
+def route_reads(engine: Engine) -> None:
+    """Send the request's reads to `engine` (a replica) from now on, until it writes."""
+    request.environ[READ_ENGINE_KEY] = engine
+
+
+def reads_to_primary() -> None:
+    """The request's statements from now on go to the primary (DATABASE_URL's database)."""
+    if has_request_context():
+        request.environ.pop(READ_ENGINE_KEY, None)
+
+
+def routed_engine() -> Engine | None:
+    """The replica the request's reads go to, or None (the primary)."""
+    return request.environ.get(READ_ENGINE_KEY) if has_request_context() else None
+
+
 # --- The request's read connection -----------------------------------------------------------
-# Where a request keeps it: the WSGI environ lives exactly as long as the request (`g` as long
-# as the app context, which a test client shares between requests).
+# One per database the request reads from (the primary's, a replica's), in the environ.
 READ_CONNECTION_KEY = "telephony.read_connection"
+REPLICA_CONNECTION_KEY = "telephony.read_connection.replica"
 
 
 def read_connection() -> Connection:
@@ -410,15 +442,17 @@ def read_connection() -> Connection:
         session_registry.has() and session_registry().in_transaction()
     ):
         environ = request.environ
-        connection: Connection | None = environ.get(READ_CONNECTION_KEY)
+        replica = environ.get(READ_ENGINE_KEY)
+        key = READ_CONNECTION_KEY if replica is None else REPLICA_CONNECTION_KEY
+        connection: Connection | None = environ.get(key)
         if connection is None:
-            connection = db.engine.connect()
+            connection = (replica or db.engine).connect()
             if connection.dialect.name == "postgresql":
                 # Each statement its own transaction: no BEGIN and ROLLBACK round trips
                 # around reads that change nothing (SQLite's are calls within the process;
                 # and its driver must stay in the mode configure_engine sets).
                 connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-            environ[READ_CONNECTION_KEY] = connection
+            environ[key] = connection
         return connection
     return db.session.connection()
 
@@ -510,11 +544,12 @@ def _driver_plan(statement: Select[Any] | CompoundSelect, dialect: Dialect) -> _
 
 
 def end_read_connection(_exc: BaseException | None = None) -> None:
-    """The request's read connection, if it opened one: rolled back and back to the pool
+    """The request's read connections, if it opened any: rolled back and back to their pools
     (create_app runs this at the end of every request)."""
-    connection = request.environ.pop(READ_CONNECTION_KEY, None)
-    if connection is not None:
-        connection.close()
+    for key in (READ_CONNECTION_KEY, REPLICA_CONNECTION_KEY):
+        connection = request.environ.pop(key, None)
+        if connection is not None:
+            connection.close()
 
 
 @event.listens_for(Session, "after_transaction_create")

@@ -2,16 +2,19 @@
 
 import threading
 import time
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from flask import has_request_context, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session as FlaskSession
 from flask_wtf.csrf import CSRFProtect
 from limits.storage import Storage
 from sqlalchemy import MetaData, Table
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase
 
 # Named constraints keep Alembic migrations portable between SQLite and PostgreSQL.
@@ -33,7 +36,32 @@ class Base(DeclarativeBase):
         __table__: ClassVar[Table]
 
 
-db = SQLAlchemy(model_class=Base)
+# Where a request keeps the replica its reads were routed to (database.route_reads): the WSGI
+# environ lives exactly as long as the request.
+READ_ENGINE_KEY = "telephony.read_engine"
+
+
+class RoutedSession(FlaskSession):
+    """The app's ORM Session: a request whose reads were routed to a replica
+    (database.route_reads, docs/replicas.md) runs its statements there; everything else, and
+    every statement once the request writes (database.write_transaction takes the route
+    away first), on DATABASE_URL's database."""
+
+    def get_bind(
+        self,
+        mapper: Any | None = None,
+        clause: Any | None = None,
+        bind: Engine | Connection | None = None,
+        **kwargs: Any,
+    ) -> Engine | Connection:
+        if bind is None and has_request_context():
+            routed = request.environ.get(READ_ENGINE_KEY)
+            if routed is not None:
+                return routed
+        return super().get_bind(mapper=mapper, clause=clause, bind=bind, **kwargs)
+
+
+db = SQLAlchemy(model_class=Base, session_options={"class_": RoutedSession})
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()

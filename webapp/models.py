@@ -148,6 +148,20 @@ class Account(UserMixin, Model):
         return f"{self.id}:{self.session_epoch}:{self.session_key or ''}"
 
 
+class ReadFence(Model):
+    """Where an account's last write ended in the primary's write-ahead log: a replica serves
+    its reads only once it has replayed that far (webapp/replicas.py, docs/replicas.md). One
+    row per account that wrote while replicas were configured, overwritten by each write."""
+
+    __tablename__ = "read_fences"
+
+    account_id: Mapped[int] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    # pg_current_wal_insert_lsn() after the write's commit, as a byte position (pg_lsn - '0/0').
+    lsn: Mapped[int] = mapped_column(BigInteger)
+
+
 class AccountSession(Model):
     """One sign-in of an account in a browser: the session cookie names it by a random key of
     which only the SHA-256 is stored here. Ended by signing out, or refused once idle or old

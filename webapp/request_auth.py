@@ -1,18 +1,33 @@
 """Turning a request's credentials into a Principal: Bearer tokens and session cookies (and
-flask-login's session loader). The sign-in pages themselves are views/auth.py."""
+flask-login's session loader), and, knowing who reads, where a route's reads go (a replica or
+the primary: `replica_reads`). The sign-in pages themselves are views/auth.py."""
 
 from __future__ import annotations
 
-from flask import g, request, session
+import functools
+import logging
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from flask import Flask, Response, current_app, g, request, session
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError, validate_csrf
+from sqlalchemy.exc import SQLAlchemyError
 from wtforms.validators import ValidationError
 
+from . import replicas
 from .access import Principal
-from .extensions import login_manager
+from .database import WROTE_KEY, end_read_connection, reads_to_primary, route_reads
+from .errors import outage_reason
+from .extensions import db, login_manager
 from .models import Account
+from .observability import metrics
 from .observability.context import note_account
 from .services.identity import api_tokens, signin
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -60,13 +75,33 @@ def _bearer() -> tuple[str | None, str | None]:
     return found
 
 
+# Where a request keeps its Principal once worked out (the API's; a routed page's).
+PRINCIPAL_KEY = "telephony.principal"
+
+
 def api_principal() -> Principal | None:
-    """Who calls the API, or None when the credentials are missing or not valid.
+    """Who calls the API, or None when the credentials are missing or not valid; worked out
+    once per request.
 
     A Bearer token wins over a cookie: a cross-site page cannot set that header, so no CSRF
     check is needed for it. A session cookie is accepted too, and then a write must carry the
     CSRF token in X-CSRFToken (CSRFError otherwise).
     """
+    environ = request.environ
+    if PRINCIPAL_KEY in environ:
+        return environ[PRINCIPAL_KEY]
+    principal = environ[PRINCIPAL_KEY] = _api_principal()
+    return principal
+
+
+def page_principal() -> Principal:
+    """The signed-in account of a page as the services' Principal (pages are login_required):
+    the one `replica_reads` worked out on the primary, if it did."""
+    principal = request.environ.get(PRINCIPAL_KEY)
+    return principal or Principal.from_account(current_user, via="ui")
+
+
+def _api_principal() -> Principal | None:
     token = bearer_token()
     principal = None
     if token is not None:
@@ -102,3 +137,95 @@ def rate_limit_key() -> str:
     if account := session.get("_user_id"):
         return f"account:{account.partition(':')[0]}"
     return "addr:" + (request.remote_addr or "unknown")
+
+
+# --- Where a route's reads go (docs/replicas.md) ---------------------------------------------
+
+
+def replica_reads(view: Callable[P, R]) -> Callable[P, R]:
+    """Let a replica serve this route's reads (the list in docs/replicas.md): reports, lists,
+    downloads, the audit log, company pages, the event feed. Without DATABASE_REPLICA_URLS it
+    calls the view as it is.
+
+    The caller's credentials and grants are read first, on the primary (a revoked token or a
+    disabled account is refused at once, and no grant is older than the primary's); then the
+    request's reads go to a replica `replicas.Replicas.choose` finds current enough for this
+    account, else stay on the primary. A write in the view takes them back to the primary
+    (database.write_transaction). A replica that fails during the view (stopped, or cancelling
+    a read for what it replays) has the view run again on the primary in the same request;
+    a download that has begun streaming cannot be, and is cut (docs/deploy.md, Downloads)."""
+
+    @functools.wraps(view)
+    def routed(*args: P.args, **kwargs: P.kwargs) -> R:
+        chooser = replicas.of(current_app)
+        # A page's form post reads to decide its write: on the primary (the API's reads that
+        # are POSTs, /rest/ops/read say, are reads whatever their method).
+        if chooser is None or (request.blueprint != "rest" and request.method not in SAFE_METHODS):
+            return view(*args, **kwargs)
+        account_id = _reader()
+        replica = chooser.choose(account_id) if account_id is not None else None
+        if replica is None:
+            metrics.count_routed_read("primary")
+            return view(*args, **kwargs)
+        end_read_connection()  # the primary's, of the token check and the fence: done with
+        route_reads(replica.engine)
+        try:
+            response = view(*args, **kwargs)
+        except SQLAlchemyError as exc:
+            if not chooser.failed(replica, exc):
+                raise
+            log.warning(
+                "replica %s failed a read (%s): read again on the primary",
+                replica.name,
+                outage_reason(exc),
+            )
+            db.session.rollback()
+            end_read_connection()
+            reads_to_primary()
+            metrics.count_routed_read("primary")
+            return view(*args, **kwargs)
+        metrics.count_routed_read(replica.name)
+        return response
+
+    return routed
+
+
+def _reader() -> int | None:
+    """The account reading, its credentials and grants read on the primary and kept for the
+    request; None when the request has none valid (the view refuses it, on the primary)."""
+    if request.blueprint == "rest":
+        principal = api_principal()
+    elif current_user.is_authenticated:
+        principal = request.environ[PRINCIPAL_KEY] = Principal.from_account(current_user, "ui")
+    else:
+        principal = None
+    # End the primary's read transaction (the account's load): the view reads elsewhere, and
+    # a long download must not hold the primary's oldest snapshot back meanwhile.
+    if db.session.registry.has() and (own := db.session()).in_transaction():
+        own.commit()
+    return None if principal is None else principal.account_id
+
+
+def fence_writes(response: Response) -> Response:
+    """After a request that wrote (database.write_transaction), record where its account's
+    write ended in the primary's log, before the answer leaves: its next reads wait for a
+    replica that has replayed it (read your own writes)."""
+    if request.environ.get(WROTE_KEY) and (chooser := replicas.of(current_app)) is not None:
+        principal = request.environ.get(PRINCIPAL_KEY)
+        account_id = principal.account_id if principal is not None else None
+        if account_id is None and current_user.is_authenticated:
+            account_id = current_user.id
+        if account_id is not None:
+            try:
+                chooser.fence(account_id)
+            except SQLAlchemyError as exc:
+                # The primary has just committed the write: one that fails now is down, and
+                # the reads would fail there too.
+                log.error("the read fence of account %s was not recorded: %s", account_id, exc)
+    return response
+
+
+def init_app(app: Flask) -> None:
+    """Record the read fences when the app has replicas (docs/replicas.md)."""
+    if replicas.of(app) is not None:
+        app.after_request(fence_writes)

@@ -7,6 +7,9 @@ from flask import request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 READ_CHUNK = 1 << 20
+# Where a request keeps its body once read: a view run again (a replica failed its read,
+# request_auth.replica_reads) reads the same body, which the stream gives only once.
+BODY_KEY = "telephony.body"
 
 
 def allow_body(limit: int) -> None:
@@ -21,7 +24,9 @@ def read_body(limit: int) -> bytes:
     """The whole body, or RequestEntityTooLarge past `limit` bytes, with or without a
     Content-Length. A chunked body has no length, and reading it whole through Werkzeug would
     silently stop at the limit (a cut document then looks merely malformed), so it is read
-    here to limit + 1 bytes."""
+    here to limit + 1 bytes. Read once per request; a second call answers the same bytes."""
+    if (kept := request.environ.get(BODY_KEY)) is not None:
+        return kept
     allow_body(limit)
     stream = request.stream
     chunks, size = [], 0
@@ -33,4 +38,5 @@ def read_body(limit: int) -> bytes:
         size += len(chunk)
     if size > limit:
         raise RequestEntityTooLarge()
-    return b"".join(chunks)
+    body = request.environ[BODY_KEY] = b"".join(chunks)
+    return body

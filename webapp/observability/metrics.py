@@ -87,6 +87,18 @@ WEBHOOK_ATTEMPTS = Counter(
     ["outcome"],
 )
 
+ROUTED_READS = Counter(
+    "telephony_routed_reads",
+    "Requests of the routes a replica may serve (docs/replicas.md), by the database that "
+    "served them: primary, or replica1, replica2, ... in DATABASE_REPLICA_URLS' order.",
+    ["database"],
+)
+
+
+def count_routed_read(database: str) -> None:
+    """Count one request of a route a replica may serve, by the database that served it."""
+    ROUTED_READS.labels(database).inc()
+
 
 def enabled(app: Flask) -> bool:
     """Whether /metrics is served (METRICS_TOKEN or METRICS_ALLOW set): only then are the

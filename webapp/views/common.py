@@ -7,14 +7,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from flask import request, url_for
-from flask_login import current_user
 
 from ..access import Principal
+from ..request_auth import page_principal
 
 
 def principal() -> Principal:
-    """The signed-in account as the services' Principal (pages are login_required)."""
-    return Principal.from_account(current_user, via="ui")
+    """The signed-in account as the services' Principal (pages are login_required): the one
+    worked out on the primary before a replica serves the page (request_auth.replica_reads)."""
+    return page_principal()
 
 
 def is_htmx() -> bool:

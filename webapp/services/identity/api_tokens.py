@@ -138,7 +138,7 @@ def authenticate(raw: str, via: str = "api", digest: str | None = None) -> Princ
             grants[kind].add(company_id)
     now = utcnow()
     if last_used_at is None or now - last_used_at >= LAST_USED_PRECISION:
-        with write_transaction() as session:
+        with write_transaction(fence=False) as session:
             session.execute(
                 update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now)
             )
