@@ -9,7 +9,7 @@ from flask import Response, current_app, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 
 from ..errors import Forbidden
-from ..request_auth import confirmation_missing
+from ..request_auth import confirmation_missing, replica_reads
 from ..services.billing import closed_figures, month_close, report_query, reports
 from .blueprint import bp
 from .ops import CLOSE, REOPEN, REPORT, json_body, parse_envelope, require_principal
@@ -46,11 +46,13 @@ def _compact(provider: DefaultJSONProvider) -> bool:
 
 
 @bp.route("/call/readUserCount", methods=["GET", "POST"])
+@replica_reads
 def read_user_count() -> Response:
     return _report("user")
 
 
 @bp.route("/call/readDDICount", methods=["GET", "POST"])
+@replica_reads
 def read_ddi_count() -> Response:
     return _report("ddi")
 
@@ -78,6 +80,7 @@ def reopen_month() -> Response:
 
 
 @bp.post("/call/readAdjustments")
+@replica_reads
 def read_adjustments() -> Response:
     principal = require_principal()
     scope = reports.parse_scope(_body(REPORT).get("scope"))

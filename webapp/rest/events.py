@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from flask import Response, jsonify
 
+from ..request_auth import replica_reads
 from ..services.events import feed
 from .blueprint import bp
 from .ops import json_body, require_principal
 
 
 @bp.post("/events/read")
+@replica_reads
 def read_events() -> Response:
     principal = require_principal()
     query = feed.parse(json_body())

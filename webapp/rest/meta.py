@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from flask import Response, current_app, jsonify
 from sqlalchemy import text
 
+from .. import replicas
 from ..errors import is_outage, outage_reason
 from ..extensions import db, limiter
 from ..request_auth import act_for_nobody
@@ -47,14 +48,19 @@ def readyz() -> tuple[Response, int]:
     revision is the code's newest: `db upgrade` has run) and, unless RATELIMIT_STORAGE_URI is
     memory:// (counted in this process, nothing to ask), the rate-limit store answers; 503
     otherwise. `checks` names each with "ok" or "failed"; why one failed is logged, not
-    answered (the probe is public)."""
+    answered (the probe is public). With DATABASE_REPLICA_URLS, `replicas` lists each replica
+    by name (replica1, ...) with its state (ok, lagging, down) and lag in seconds, checked now;
+    a replica's state never makes the app unready (docs/replicas.md)."""
     act_for_nobody()
     database, schema = _check_database()
     checks = {"database": database, "schema": schema}
     if not str(current_app.config["RATELIMIT_STORAGE_URI"]).startswith("memory://"):
         checks["rate_limit_storage"] = _check_rate_limit_storage()
     ready = all(result == "ok" for result in checks.values())
-    body = {"status": "ok" if ready else "unavailable", "checks": checks}
+    body: dict[str, object] = {"status": "ok" if ready else "unavailable", "checks": checks}
+    if chooser := replicas.of(current_app):
+        # Named, never failing the probe: without them the primary serves every read.
+        body["replicas"] = chooser.states()
     return jsonify(body), 200 if ready else 503
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Response, jsonify
 
+from ..request_auth import replica_reads
 from ..services.numbers import allocate, read, reserving, retiring, stock
 from .blueprint import bp
 from .ops import json_body, require_principal
@@ -26,6 +27,7 @@ def allocate_numbers() -> Response:
 
 
 @bp.post("/numbers/read", strict_slashes=False)
+@replica_reads
 def read_numbers() -> Response:
     principal = require_principal()
     query = read.parse(json_body())

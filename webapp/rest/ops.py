@@ -15,7 +15,7 @@ from werkzeug.exceptions import UnsupportedMediaType
 
 from ..access import Principal
 from ..errors import Invalid, Unauthorized
-from ..request_auth import api_principal
+from ..request_auth import api_principal, replica_reads
 from ..request_body import read_body
 from ..services import fields
 from ..services.billing import month_close, reports
@@ -185,6 +185,7 @@ def create():
 
 
 @bp.post("/ops/read/", strict_slashes=False)
+@replica_reads
 def read():
     principal, body, kind = _op("read")
     scope, limit, offset = body.get("scope"), body.get("limit"), body.get("offset")

@@ -21,6 +21,7 @@ from werkzeug.datastructures import MultiDict
 from wtforms import BooleanField, PasswordField, SelectMultipleField, StringField
 
 from ..errors import Invalid, NotFound, ServiceError
+from ..request_auth import replica_reads
 from ..security import NO_STORE
 from ..services import companies
 from ..services.identity import accounts, api_tokens, reset, signin
@@ -88,6 +89,7 @@ class RenameForm(FlaskForm):
 
 @bp.route("/companies", methods=["GET", "POST"], endpoint="companies")
 @login_required
+@replica_reads
 def companies_page():
     me = principal()
     form = CompanyForm()

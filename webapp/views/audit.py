@@ -21,6 +21,7 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 
 from ..access import Principal
 from ..errors import Invalid, ServiceError
+from ..request_auth import replica_reads
 from ..services import companies
 from ..services.history import actions, audit, audit_export, audit_query
 from ..services.identity import accounts
@@ -119,6 +120,7 @@ def _company_filter(me: Principal, form: FilterForm) -> None:
 
 @bp.get("/audit")
 @login_required
+@replica_reads
 def index():
     me = principal()
     form = FilterForm(request.args)
@@ -186,6 +188,7 @@ CSV_COLUMNS = ("at", "actor", "via", "action", "target", "company", "changes", "
 
 @bp.get("/audit.csv")
 @login_required
+@replica_reads
 def csv_download():
     """Every entry of the filtered view (the same parameters and access as /audit), newest
     first, streamed as it is read; a refusal or a bad filter is an ordinary error page."""

@@ -24,6 +24,7 @@ from flask_login import login_required
 
 from ..access import Principal
 from ..errors import Invalid
+from ..request_auth import replica_reads
 from ..services import companies, company_overview
 from ..services.billing import month_changes
 from ..services.company_overview import MonthTotal
@@ -155,6 +156,7 @@ def links_for(me: Principal, company_id: str) -> list[tuple[str, str]]:
 
 @bp.get("/<company_id>")
 @login_required
+@replica_reads
 def page(company_id: str):
     me = principal()
     overview = company_overview.overview(me, company_id)
@@ -228,6 +230,7 @@ def listing(
 
 @bp.get("", endpoint="index")
 @login_required
+@replica_reads
 def index():
     """`/companies`: the companies the account may open (services.companies.browse), searched,
     sorted and paged like /admin/companies but read-only. A System-Admin's companies list is

@@ -34,6 +34,7 @@ from wtforms.fields.choices import SelectChoice  # type: ignore[attr-defined]
 from .. import wording
 from ..access import Principal
 from ..errors import Invalid, ServiceError
+from ..request_auth import replica_reads
 from ..services import companies, inventory
 from ..services.fields import Part, parse_part
 from ..services.numbers import answers, browse
@@ -368,12 +369,14 @@ def render_list(
 
 @bp.get("/ddis")
 @login_required
+@replica_reads
 def ddis_list():
     return _list(DDI)
 
 
 @bp.get("/users")
 @login_required
+@replica_reads
 def users_list():
     return _list(USER)
 
@@ -420,12 +423,14 @@ def _numbers_csv(p: Principal, screen: Screen, state: dict[str, Any]) -> Respons
 
 @bp.get("/ddis.csv")
 @login_required
+@replica_reads
 def ddis_csv():
     return _csv(DDI)
 
 
 @bp.get("/users.csv")
 @login_required
+@replica_reads
 def users_csv():
     return _csv(USER)
 

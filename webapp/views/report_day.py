@@ -18,6 +18,7 @@ from flask_login import login_required
 
 from .. import wording
 from ..access import Principal
+from ..request_auth import replica_reads
 from ..services.billing import day_view, periods, report_days, reports
 from . import months
 from .common import is_htmx, principal
@@ -216,23 +217,27 @@ def _yes(flag: bool) -> str:
 
 @bp.get("/ddis/day.csv")
 @login_required
+@replica_reads
 def ddis_day_csv():
     return _day_csv("ddi")
 
 
 @bp.get("/users/day.csv")
 @login_required
+@replica_reads
 def users_day_csv():
     return _day_csv("user")
 
 
 @bp.get("/ddis/day")
 @login_required
+@replica_reads
 def ddis_day():
     return _day("ddi")
 
 
 @bp.get("/users/day")
 @login_required
+@replica_reads
 def users_day():
     return _day("user")

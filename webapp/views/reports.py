@@ -29,6 +29,7 @@ from flask_login import login_required
 
 from ..access import Principal
 from ..errors import Invalid
+from ..request_auth import replica_reads
 from ..services.billing import month_changes, periods, report_days, report_query, reports
 from . import months, pickers, report_controls
 from .common import principal
@@ -436,12 +437,14 @@ def _weeks(kind: str, result: Resolved) -> list[list[dict[str, Any] | None]]:
 
 @bp.get("/ddis")
 @login_required
+@replica_reads
 def ddis():
     return _page("ddi")
 
 
 @bp.get("/users")
 @login_required
+@replica_reads
 def users():
     return _page("user")
 
@@ -479,11 +482,13 @@ def _csv(kind: str):
 
 @bp.get("/ddis.csv")
 @login_required
+@replica_reads
 def ddis_csv():
     return _csv("ddi")
 
 
 @bp.get("/users.csv")
 @login_required
+@replica_reads
 def users_csv():
     return _csv("user")
