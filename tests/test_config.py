@@ -69,7 +69,7 @@ BAD = [
         "postgresql+psycopg://u@h/db,postgresql+psycopg://u@h/db",
         "a replica is listed twice",
     ),
-    ("REPLICA_MAX_LAG_SECONDS", "0", "not between 0.1 and 3600"),
+    ("REPLICA_MAX_LAG_SECONDS", "0.5", "not between 1 and 3600"),
     ("REPLICA_MAX_LAG_SECONDS", "five", "not a number of seconds"),
     ("REPLICA_MAX_LAG_SECONDS", "nan", "not between"),
 ]
@@ -156,7 +156,10 @@ def test_replicas_need_a_postgresql_primary_other_than_themselves():
         "DATABASE_REPLICA_URLS is set but DATABASE_URL is not PostgreSQL: replicas are "
         "PostgreSQL streaming replicas of a PostgreSQL primary"
     )
-    same = {"SQLALCHEMY_DATABASE_URI": replica, "DATABASE_REPLICA_URLS": replica}
+    same = {
+        "SQLALCHEMY_DATABASE_URI": replica,
+        "DATABASE_REPLICA_URLS": "postgresql+psycopg://reader@replica:5432/telephony",
+    }
     with pytest.raises(ConfigError) as raised:
         create_app({"SECRET_KEY": KEY, **same})
     assert "lists DATABASE_URL itself" in str(raised.value)

@@ -184,7 +184,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         replicas.init_app(app, db.engine)  # DATABASE_REPLICA_URLS (docs/replicas.md)
 
     from . import (
-        request_auth,  # registers the session loader too
+        request_auth,  # noqa: F401  (registers the session loader)
         security,
         views,
     )
@@ -203,7 +203,6 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     register_cli(app)
     metrics.add_source(backlog.metrics)  # the event backlog, read at each scrape
     metrics.add_source(replicas.metrics)  # each replica's lag, when there are replicas
-    request_auth.init_app(app)  # the read fences, when there are replicas
     return app
 
 

@@ -345,7 +345,8 @@ SETTINGS: tuple[Setting, ...] = (
     # there (docs/replicas.md); a replica further behind than REPLICA_MAX_LAG_SECONDS is
     # skipped until it catches up.
     Setting("DATABASE_REPLICA_URLS", "DATABASE_REPLICA_URLS", None, parse_replica_urls),
-    Setting("REPLICA_MAX_LAG_SECONDS", "REPLICA_MAX_LAG_SECONDS", "5", parse_seconds(0.1, 3600)),
+    # At least 1: the lag is known to about a second (webapp/replicas.py's samples).
+    Setting("REPLICA_MAX_LAG_SECONDS", "REPLICA_MAX_LAG_SECONDS", "5", parse_seconds(1, 3600)),
     Setting("SECRET_KEY", "SECRET_KEY", None, parse_secret_key),
     # The keys webhook signing secrets are sealed with (services/sealing.py), newest
     # first; the key derived from SECRET_KEY is always tried last.
@@ -451,13 +452,25 @@ def check_config(config: dict[str, Any]) -> None:
             "DATABASE_REPLICA_URLS is set but DATABASE_URL is not PostgreSQL: replicas are "
             "PostgreSQL streaming replicas of a PostgreSQL primary"
         )
-    if primary in replicas:
+    if replicas and _same_database(primary, replicas):
         raise ConfigError("DATABASE_REPLICA_URLS lists DATABASE_URL itself: name the replicas")
     # What HTTPS implies, from its checked value whichever source set it.
     https = bool(config.get("HTTPS"))
     for key in ("WTF_CSRF_SSL_STRICT", "SESSION_COOKIE_SECURE", "REMEMBER_COOKIE_SECURE"):
         config[key] = https
     config["PREFERRED_URL_SCHEME"] = "https" if https else "http"
+
+
+def _same_database(primary: str, replicas: tuple[str, ...]) -> bool:
+    """Whether a replica URL names DATABASE_URL's server and database (user, password and
+    options aside)."""
+    from sqlalchemy.engine import make_url
+
+    def where(url: str) -> tuple[object, ...]:
+        parsed = make_url(url)
+        return (parsed.host or "localhost", parsed.port or 5432, parsed.database)
+
+    return where(primary) in {where(url) for url in replicas}
 
 
 def exit_with(error: ConfigError, status: int | None = None) -> NoReturn:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import os
 import select
 import stat
@@ -44,6 +45,7 @@ from .config import ConfigError
 from .errors import Conflict
 from .extensions import READ_ENGINE_KEY, db
 
+log = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL deadlock and serialization failures: another transaction won; nothing was written.
 RETRYABLE_SQLSTATES = {"40P01", "40001", "55P03"}  # 55P03: a lock_timeout ran out
@@ -351,9 +353,10 @@ def write_transaction(snapshot: bool = False, fence: bool = True) -> Iterator[Se
     write starts on a fresh snapshot and, on SQLite, holds the write lock from its first statement.
     `snapshot`: every read of the transaction sees the database as of its first statement (on
     PostgreSQL REPEATABLE READ; on SQLite the write lock already keeps every other writer out).
-    `fence`: whether the request's caller must read this write back (docs/replicas.md: its
-    reads then wait for a replica that has it); False for bookkeeping nobody reads back at
-    once (when a token was last used).
+    `fence`: whether the request's caller must read this write back: with replicas, the
+    transaction adds one to its account's count of writes (`read_fences`), and its reads then
+    wait for a replica that shows it (docs/replicas.md). False for bookkeeping nobody reads
+    back at once (when a token was last used).
     """
     session = db.session()  # the request's Session behind the scoped proxy
     if session.in_transaction():
@@ -364,12 +367,14 @@ def write_transaction(snapshot: bool = False, fence: bool = True) -> Iterator[Se
     if snapshot and session.get_bind().dialect.name == "postgresql":
         options["isolation_level"] = "REPEATABLE READ"
     session.connection(execution_options=options)
+    writer = request.environ.get(WRITER_KEY) if fence and has_request_context() else None
     try:
         yield session
+        if writer is not None and not snapshot:
+            # Last, so the row's lock is held only while committing (the account's writes
+            # running at once wait for each other's commit here, never for more).
+            session.execute(COUNT_WRITE, {"account": writer})
         session.commit()
-        if fence and has_request_context():
-            # The request wrote: its caller's next reads wait for a replica that has it.
-            request.environ[WROTE_KEY] = True
     except DBAPIError as exc:
         session.rollback()
         if _lost_race(exc):
@@ -380,6 +385,21 @@ def write_transaction(snapshot: bool = False, fence: bool = True) -> Iterator[Se
     except BaseException:
         session.rollback()
         raise
+    if writer is not None and snapshot:
+        _count_write_after(session, writer)
+
+
+def _count_write_after(session: Session, writer: int) -> None:
+    """A snapshot transaction's write counted after its commit, in a transaction of its own:
+    inside it, a write of the same account committed meanwhile would fail it (REPEATABLE
+    READ). What it wrote is committed whatever happens here; a failure leaves the account's
+    next reads free to meet a replica that lacks it, so it is logged."""
+    try:
+        session.execute(COUNT_WRITE, {"account": writer})
+        session.commit()
+    except DBAPIError as exc:
+        session.rollback()
+        log.error("the write of account %s was not counted for read replicas: %s", writer, exc)
 
 
 def on_postgresql() -> bool:
@@ -399,7 +419,13 @@ def upper_bound(prefix: str) -> str:
 # routed to one: the ORM Session's statements (extensions.RoutedSession) and the read
 # connection below. Kept in the WSGI environ, which lives exactly as long as the request (`g`
 # as long as the app context, which a test client shares between requests).
-WROTE_KEY = "telephony.wrote"  # set once a write transaction of the request has committed
+# The account whose writes the request's write transactions count (read_fences), set by
+# request_auth when the app has replicas.
+WRITER_KEY = "telephony.writer"
+COUNT_WRITE = text(
+    "INSERT INTO read_fences (account_id, writes) VALUES (:account, 1) "
+    "ON CONFLICT (account_id) DO UPDATE SET writes = read_fences.writes + 1"
+)
 
 
 def route_reads(engine: Engine) -> None:

@@ -149,17 +149,17 @@ class Account(UserMixin, Model):
 
 
 class ReadFence(Model):
-    """Where an account's last write ended in the primary's write-ahead log: a replica serves
-    its reads only once it has replayed that far (webapp/replicas.py, docs/replicas.md). One
-    row per account that wrote while replicas were configured, overwritten by each write."""
+    """How many writes an account has made while replicas were configured, counted in each
+    write's own transaction: a replica showing the primary's count has replayed the account's
+    last write, and only such a replica serves its reads (webapp/replicas.py,
+    docs/replicas.md)."""
 
     __tablename__ = "read_fences"
 
     account_id: Mapped[int] = mapped_column(
         ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
     )
-    # pg_current_wal_insert_lsn() after the write's commit, as a byte position (pg_lsn - '0/0').
-    lsn: Mapped[int] = mapped_column(BigInteger)
+    writes: Mapped[int] = mapped_column(BigInteger)
 
 
 class AccountSession(Model):

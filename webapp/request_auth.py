@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from flask import Flask, Response, current_app, g, request, session
+from flask import current_app, g, request, session
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError, validate_csrf
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,7 +17,7 @@ from wtforms.validators import ValidationError
 
 from . import replicas
 from .access import Principal
-from .database import WROTE_KEY, end_read_connection, reads_to_primary, route_reads
+from .database import WRITER_KEY, end_read_connection, reads_to_primary, route_reads
 from .errors import outage_reason
 from .extensions import db, login_manager
 from .models import Account
@@ -91,6 +91,7 @@ def api_principal() -> Principal | None:
     if PRINCIPAL_KEY in environ:
         return environ[PRINCIPAL_KEY]
     principal = environ[PRINCIPAL_KEY] = _api_principal()
+    _note_writer(principal)
     return principal
 
 
@@ -98,7 +99,17 @@ def page_principal() -> Principal:
     """The signed-in account of a page as the services' Principal (pages are login_required):
     the one `replica_reads` worked out on the primary, if it did."""
     principal = request.environ.get(PRINCIPAL_KEY)
-    return principal or Principal.from_account(current_user, via="ui")
+    if principal is None:
+        principal = Principal.from_account(current_user, via="ui")
+        _note_writer(principal)
+    return principal
+
+
+def _note_writer(principal: Principal | None) -> None:
+    """With replicas, the request's writes are counted for `principal`'s account
+    (database.write_transaction, docs/replicas.md#read-your-own-writes)."""
+    if principal is not None and principal.account_id is not None and replicas.of(current_app):
+        request.environ[WRITER_KEY] = principal.account_id
 
 
 def _api_principal() -> Principal | None:
@@ -197,6 +208,7 @@ def _reader() -> int | None:
         principal = api_principal()
     elif current_user.is_authenticated:
         principal = request.environ[PRINCIPAL_KEY] = Principal.from_account(current_user, "ui")
+        _note_writer(principal)
     else:
         principal = None
     # End the primary's read transaction (the account's load): the view reads elsewhere, and
@@ -204,28 +216,3 @@ def _reader() -> int | None:
     if db.session.registry.has() and (own := db.session()).in_transaction():
         own.commit()
     return None if principal is None else principal.account_id
-
-
-def fence_writes(response: Response) -> Response:
-    """After a request that wrote (database.write_transaction), record where its account's
-    write ended in the primary's log, before the answer leaves: its next reads wait for a
-    replica that has replayed it (read your own writes)."""
-    if request.environ.get(WROTE_KEY) and (chooser := replicas.of(current_app)) is not None:
-        principal = request.environ.get(PRINCIPAL_KEY)
-        account_id = principal.account_id if principal is not None else None
-        if account_id is None and current_user.is_authenticated:
-            account_id = current_user.id
-        if account_id is not None:
-            try:
-                chooser.fence(account_id)
-            except SQLAlchemyError as exc:
-                # The primary has just committed the write: one that fails now is down, and
-                # the reads would fail there too.
-                log.error("the read fence of account %s was not recorded: %s", account_id, exc)
-    return response
-
-
-def init_app(app: Flask) -> None:
-    """Record the read fences when the app has replicas (docs/replicas.md)."""
-    if replicas.of(app) is not None:
-        app.after_request(fence_writes)

@@ -1,12 +1,13 @@
-"""read fences: where each account's last write ended in the write-ahead log, for replicas
+"""read fences: each account's count of writes, for reading its own writes from replicas
 
 Revision ID: 0033
 Revises: 0032
 Create Date: 2026-12-04 03:20:00
 
-With DATABASE_REPLICA_URLS set, an account's reads go to a replica only once it has replayed
-the account's last write (webapp/replicas.py, docs/replicas.md). The table is empty until then,
-and stays empty without replicas.
+With DATABASE_REPLICA_URLS set, each write transaction of a request adds one to its account's
+count, and an account's reads go to a replica only once it shows the primary's count: it has
+replayed the account's last write (webapp/replicas.py, docs/replicas.md). The table stays empty
+without replicas.
 """
 
 import sqlalchemy as sa
@@ -22,7 +23,7 @@ def upgrade():
     op.create_table(
         "read_fences",
         sa.Column("account_id", sa.Integer(), nullable=False),
-        sa.Column("lsn", sa.BigInteger(), nullable=False),
+        sa.Column("writes", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"],
             ["accounts.id"],
