@@ -14,6 +14,9 @@ scenario, bench-1x.db and bench-2x.db with a quarter and half of the DDIs in as 
 set of --scale-ddis DDIs in --scale-companies companies, bench-100k.db (<name>_100k on
 PostgreSQL), generated on first use and kept like the others; its rows' database column says
 "100k". Not part of the default run: generating 2,000,000 DDIs takes most of an hour.
+
+The replica rows (bench/replica.py) run on PostgreSQL only: they copy the full set into a primary
+and streaming replica of their own (PostgreSQL's server binaries needed; SQLite has no rows).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .events import event_scenarios
 from .imports import import_scenarios
 from .month_close import month_close_scenarios
 from .numbers import number_scenarios
+from .replica import replica_scenarios
 from .report import growth_scenarios, report_scenarios
 from .rollup import rollup_scenarios
 from .scale import scale_scenarios, set_label
@@ -78,6 +82,7 @@ GROUPS = {
     "signin": "sign-in (a page under MFA_REQUIRED, the second step; on a copy of the data set)",
     "service": "service hooks (request id, access line, metrics)",
     "downloads": "big downloads (gunicorn.conf.py, 2 workers)",
+    "replica": "read replica: pages and a mixed load (a copy of the data set; PostgreSQL only)",
     "http": "HTTP scenarios (gunicorn, 2 workers)",
     "pages": "pages against the budget (gunicorn, one client)",
 }
@@ -155,6 +160,7 @@ def _run(label: str, urls: dict[int, str], args: argparse.Namespace, repeat: int
         "signin": lambda: signin_scenarios(full, label, quick=args.quick),
         "service": lambda: service_scenarios(full, label, quick=args.quick),
         "downloads": lambda: download_scenarios(full, label, quick=args.quick),
+        "replica": lambda: replica_scenarios(full, label, quick=args.quick),
         "http": lambda: [] if args.skip_http else _http(full, args.quick),
         "pages": lambda: [] if args.skip_pages else _pages(full, args.quick),
     }

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,13 +71,13 @@ class Pair:
     def replica(self) -> Path:
         return self.folder / "replica"
 
-    def run(self, tool: str, *args: str) -> str:
+    def run(self, tool: str, *args: str, timeout: float = 120) -> str:
         """One of the binaries, as the user that owns the folder; its output, or an
         AssertionError with it."""
         command = [str(self.bin / tool), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
         assert done.returncode == 0, f"{tool} failed: {done.stdout}{done.stderr}"
         return done.stdout
 
@@ -95,8 +96,10 @@ class Pair:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_pair(bin: Path) -> Pair:
-    """A new primary and a replica streaming from it, both accepting connections."""
+def start_pair(bin: Path, load: Callable[[Pair], None] | None = None) -> Pair:
+    """A new primary and a replica streaming from it, both accepting connections. `load`, if
+    given, fills the primary before the replica is copied from it (bench/replica.py's data
+    set), so the replica starts with the data instead of replaying its every write."""
     folder = Path(tempfile.mkdtemp(prefix="telephony-replica-"))
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")
@@ -111,9 +114,12 @@ def start_pair(bin: Path) -> Pair:
         _append(pair.primary / "postgresql.conf", settings)
         _append(pair.primary / "pg_hba.conf", "host replication postgres 127.0.0.1/32 trust\n")
         pair.start(pair.primary)
+        if load is not None:
+            load(pair)
         pair.run(
             "pg_basebackup", "-h", "127.0.0.1", "-p", str(pair.primary_port), "-U", "postgres",
-            "-D", str(pair.replica), "-R", "-X", "stream", "--no-sync",
+            "-D", str(pair.replica), "-R", "-X", "stream", "--no-sync", "--checkpoint=fast",
+            timeout=1800,
         )  # fmt: skip
         _append(pair.replica / "postgresql.conf", f"port = {pair.replica_port}\n")
         pair.start(pair.replica)

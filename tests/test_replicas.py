@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +45,7 @@ pytestmark = [
 ]
 
 COMPANY = "acme"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Setup:
@@ -423,3 +428,34 @@ def test_the_feed_read_from_the_replica_misses_nothing_under_concurrent_writers(
     assert seen == ids
     assert len(ids) >= 75
     assert served("replica1") - replica_before > 5
+
+
+# --- the bench's replica rows (bench/replica.py) -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_bench_replica_rows_run(setup: Setup, tmp_path):
+    """`make bench`'s replica rows run (`--quick`): a small data set generated on this module's
+    primary, copied by bench/replica.py into a pair of its own; each page row is checked there
+    to have been served by the replica, and the mixed load's row names the primary's share."""
+    with setup.primary.connect() as conn:
+        conn.execute(text("DROP DATABASE IF EXISTS bench_source"))
+        conn.execute(text("CREATE DATABASE bench_source"))
+    source = setup.pair.url(setup.pair.primary_port, "bench_source")
+    env = {
+        **os.environ,
+        "INSTANCE_PATH": str(tmp_path),
+        "SECRET_KEY": "bench-secret-key-not-secret",
+        "DATABASE_URL": source,
+    }
+    generate = [sys.executable, "-m", "bench.generate", "--ddis", "3000", "--companies", "40"]
+    done = subprocess.run(generate, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    bench = [sys.executable, "-m", "bench.replica", "--url", source, "--quick"]
+    done = subprocess.run(bench, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| postgresql")]
+    assert any("read replica: /reports/ddis " in line for line in rows), done.stdout
+    assert any("read replica: /ddis?company=<largest> " in line for line in rows)
+    assert any("primary's share of" in line for line in rows)
+    assert len(rows) == 7, done.stdout
