@@ -40,7 +40,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from .http import PASSWORD, SYSADMIN, ensure_account
-from .scale import BUDGET_BYTES, BUDGET_MS, p95
+from .scale import BUDGET_BYTES, BUDGET_MS, in_turns, p95
 from .table import Result, render
 
 READERS = ("bench-replica-reader-1", "bench-replica-reader-2")
@@ -195,26 +195,16 @@ def _pages(label: str, routed, alone, runs: int) -> list[Result]:
     _until_replica_serves(clients["replica"], "/reports/ddis")
     results = []
     for path in _pages_to_ask(company):
-        times: dict[str, list[float]] = {"replica": [], "primary": []}
-        size = 0
         on_replica = served().get("replica1", 0)
-        for round_ in range(1 + runs):
-            for name, client in clients.items():
-                t = time.perf_counter()
-                response = client.get(path)
-                spent = time.perf_counter() - t
-                if round_:
-                    times[name].append(spent)
-                if name == "replica":
-                    size = max(size, len(response.data))
+        times, size = in_turns(clients, path, runs, weighed="replica")
         by_replica = served().get("replica1", 0) - on_replica
         assert by_replica == 1 + runs, f"{path}: the replica served {by_replica} of {1 + runs}"
         results.append(
             Result(
                 label,
                 f"read replica: {path.replace(company, '<largest>')}",
-                p95(times["replica"]) * 1000,
-                p95(times["primary"]) * 1000,
+                times["replica"],
+                times["primary"],
                 "same page, primary alone",
                 "ms",
                 absolute_target=BUDGET_MS,

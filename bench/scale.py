@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from .http import PASSWORD, SYSADMIN, ensure_account
 from .month_close import _restore, _state
@@ -97,6 +98,26 @@ def p95(times: list[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+def in_turns(
+    clients: dict[str, Any], path: str, runs: int, weighed: str
+) -> tuple[dict[str, float], int]:
+    """Each client asks path once to warm up, then `runs` times, in turns (machine drift hits
+    them alike): each one's p95 in ms, and the weight of the heaviest answer `weighed` got."""
+    times: dict[str, list[float]] = {name: [] for name in clients}
+    size = 0
+    for round_ in range(1 + runs):
+        for name, client in clients.items():
+            t = time.perf_counter()
+            response = client.get(path)
+            spent = time.perf_counter() - t
+            assert response.status_code == 200, (name, path, response.status_code)
+            if round_:
+                times[name].append(spent)
+            if name == weighed:
+                size = max(size, len(response.data))
+    return {name: p95(spent) * 1000 for name, spent in times.items()}, size
+
+
 def scale_scenarios(
     scale_url: str, reference_url: str, label: str, quick: bool = False
 ) -> list[Result]:
@@ -114,24 +135,13 @@ def scale_scenarios(
         companies = _companies(scale_url)
         results = []
         for path in pages((closed[0], closed[1])):
-            times: dict[str, list[float]] = {"scale": [], "reference": []}
-            size = 0
-            for round_ in range(1 + (3 if quick else 20)):
-                for name, client in clients.items():
-                    t = time.perf_counter()
-                    response = client.get(path)
-                    spent = time.perf_counter() - t
-                    assert response.status_code == 200, (name, path, response.status_code)
-                    if round_:
-                        times[name].append(spent)
-                    if name == "scale":
-                        size = max(size, len(response.data))
+            times, size = in_turns(clients, path, 3 if quick else 20, weighed="scale")
             results.append(
                 Result(
                     label,
                     f"{companies:,} companies, one page of them: {path}",
-                    p95(times["scale"]) * 1000,
-                    p95(times["reference"]) * 1000,
+                    times["scale"],
+                    times["reference"],
                     "same page, full data set",
                     "ms",
                     absolute_target=BUDGET_MS,

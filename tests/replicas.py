@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .observability import free_port
 
@@ -49,6 +50,21 @@ def binaries() -> Path | None:
             return folder
     debian = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
     return Path(debian[0]).parent if debian else None
+
+
+def pair_marks() -> list[Any]:
+    """The marks of a test module that starts a pair of its own: it runs once per `make test`
+    (whatever TEST_DATABASE_URL), and skips, saying how to enable it, without the binaries."""
+    import pytest  # the bench imports this module too, and runs without pytest's marks
+
+    return [
+        pytest.mark.database_independent,
+        pytest.mark.skipif(
+            binaries() is None,
+            reason="PostgreSQL's server binaries (initdb, pg_basebackup) are not installed: "
+            "apt-get install postgresql (or put pg_config on PATH) to run the replica tests",
+        ),
+    ]
 
 
 @dataclass

@@ -11,19 +11,11 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from .replicas import binaries, start_pair
+from .replicas import binaries, pair_marks, start_pair
 
 BIN = binaries()
 
-# A server pair of its own, whatever TEST_DATABASE_URL: once per `make test`.
-pytestmark = [
-    pytest.mark.database_independent,
-    pytest.mark.skipif(
-        BIN is None,
-        reason="PostgreSQL's server binaries (initdb, pg_basebackup) are not installed: "
-        "apt-get install postgresql (or put pg_config on PATH) to run the replica tests",
-    ),
-]
+pytestmark = pair_marks()
 
 
 @pytest.fixture(scope="module")

@@ -30,19 +30,11 @@ from webapp import create_app, replicas
 from webapp.extensions import db
 
 from .factories import Factory
-from .replicas import Pair, binaries, start_pair
+from .replicas import Pair, binaries, pair_marks, start_pair
 
 BIN = binaries()
 
-# A server pair of its own, whatever TEST_DATABASE_URL: once per `make test`.
-pytestmark = [
-    pytest.mark.database_independent,
-    pytest.mark.skipif(
-        BIN is None,
-        reason="PostgreSQL's server binaries (initdb, pg_basebackup) are not installed: "
-        "apt-get install postgresql (or put pg_config on PATH) to run the replica tests",
-    ),
-]
+pytestmark = pair_marks()
 
 COMPANY = "acme"
 ROOT = Path(__file__).resolve().parent.parent
