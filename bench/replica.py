@@ -39,7 +39,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from .http import PASSWORD, SYSADMIN, ensure_account
+from .http import PASSWORD, SYSADMIN, UNLIMITED, ensure_account
 from .scale import BUDGET_BYTES, BUDGET_MS, in_turns, p95
 from .table import Result, render
 
@@ -123,6 +123,7 @@ def _apps(primary: str, replica: str) -> Iterator[tuple[object, object]]:
         "SQLALCHEMY_DATABASE_URI": primary,
         "SECRET_KEY": "bench-secret-key-not-secret",
         "LOG_LEVEL": "WARNING",  # a replica skipped or failing is still said
+        "API_RATE_LIMIT": UNLIMITED,  # the writer's pace is what the run is for
     }
     routed = create_app({**config, "DATABASE_REPLICA_URLS": replica})
     alone = create_app(config)
