@@ -42,13 +42,15 @@ _LATEST = _Target(
     "rollup_latest", ("company",), ("month", "level"), "company VARCHAR, month DATE, level INTEGER"
 )
 # Each company's latest month row (rollup_latest), from the rollup_months rows just written;
-# level 0 and no month for a company without any (models.RollupLatest).
+# level 0 and no month for a company without any (models.RollupLatest). Two index seeks a
+# company (its last month, then that row), whatever the statistics: joined to a window over every month
+# row instead, SQLite (no statistics yet for the rows this build just wrote) scanned the
+# window's result once per company, and a first build at 100,000 companies never ended.
 _LATEST_ROWS = """
-SELECT c.id, r.month, COALESCE(r.level, 0) FROM companies AS c LEFT JOIN (
-  SELECT company, month, level,
-         ROW_NUMBER() OVER (PARTITION BY company ORDER BY month DESC) AS n
-  FROM rollup_months WHERE kind = :kind
-) AS r ON r.company = c.id AND r.n = 1
+SELECT c.id, r.month, COALESCE(r.level, 0) FROM companies AS c
+LEFT JOIN rollup_months AS r ON r.kind = :kind AND r.company = c.id AND r.month = (
+  SELECT max(m.month) FROM rollup_months AS m WHERE m.kind = :kind AND m.company = c.id
+)
 """
 
 
