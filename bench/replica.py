@@ -73,7 +73,10 @@ def replica_scenarios(source_url: str, label: str, quick: bool = False) -> list[
 
 
 def _copy(pair, source_url: str) -> None:
-    """The data set into the pair's primary: a directory dump and restore, two jobs each."""
+    """The data set into the pair's primary: a directory dump and restore, two jobs each,
+    then fresh statistics (both apps read this one copy, so neither gains from a vacuum the
+    other lacks). The source is read as its URL's user, with no password (trust or
+    ~/.pgpass, as on the bench machine)."""
     source = make_url(source_url)
     dump = pair.folder / "dump"
     connection = [

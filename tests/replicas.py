@@ -9,6 +9,8 @@ when the `Pair` is closed.
 PostgreSQL refuses to run its server as root; as root (CI) the binaries run as the `postgres`
 user (`runuser`), which then owns the folder. Without the binaries (pg_config or Debian's
 /usr/lib/postgresql/N/bin) `binaries()` is None and the tests that need a pair skip, saying so.
+`make bench`'s replica rows (bench/replica.py) start their pair here too, loaded with the bench
+data set before the replica is copied from it.
 """
 
 from __future__ import annotations
