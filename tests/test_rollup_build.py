@@ -292,9 +292,10 @@ def test_a_company_created_during_a_rebuild_waits_and_gets_its_levels(app, compa
 
 
 def test_each_companys_latest_row_is_found_by_seeks_whatever_the_statistics(app):
-    """rollup_latest's rows come from two index seeks a company, never a scan of the month rows per company: a first build runs before any statistics exist for
-    the rows it just wrote, and a join to a window over all of them was scanned once per
-    company there (SQLite; a first build at 100,000 companies never ended)."""
+    """rollup_latest's rows come from two index seeks a company, never a scan of the month
+    rows per company: a first build runs before any statistics exist for the rows it just
+    wrote, and a join to a window over all of them was scanned once per company there
+    (SQLite; a first build at 100,000 companies never ended)."""
     with app.app_context():
         query = f"EXPLAIN {_rollup_build._LATEST_ROWS}"
         if BACKEND == "sqlite":

@@ -43,9 +43,10 @@ _LATEST = _Target(
 )
 # Each company's latest month row (rollup_latest), from the rollup_months rows just written;
 # level 0 and no month for a company without any (models.RollupLatest). Two index seeks a
-# company (its last month, then that row), whatever the statistics: joined to a window over every month
-# row instead, SQLite (no statistics yet for the rows this build just wrote) scanned the
-# window's result once per company, and a first build at 100,000 companies never ended.
+# company (its last month, then that row), whatever the statistics: joined to a window over
+# every month row instead, SQLite (no statistics yet for the rows this build just wrote)
+# scanned the window's result once per company, and a first build at 100,000 companies never
+# ended.
 _LATEST_ROWS = """
 SELECT c.id, r.month, COALESCE(r.level, 0) FROM companies AS c
 LEFT JOIN rollup_months AS r ON r.kind = :kind AND r.company = c.id AND r.month = (
