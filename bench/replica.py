@@ -39,8 +39,8 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from .http import PASSWORD, SYSADMIN, UNLIMITED, ensure_account
-from .scale import BUDGET_BYTES, BUDGET_MS, in_turns, p95
+from .http import SYSADMIN, UNLIMITED, ensure_account
+from .scale import BUDGET_BYTES, BUDGET_MS, in_turns, p95, signed_in_client
 from .table import Result, render
 
 READERS = ("bench-replica-reader-1", "bench-replica-reader-2")
@@ -60,7 +60,8 @@ def replica_scenarios(source_url: str, label: str, quick: bool = False) -> list[
         return [_note(label, "not run: PostgreSQL's server binaries (initdb) are missing")]
     started = time.perf_counter()
     pair = start_pair(folder, load=lambda pair: _copy(pair, source_url))
-    print(f"{label}: primary and replica of the data set ready in {_since(started)}", flush=True)
+    ready = time.perf_counter() - started
+    print(f"{label}: primary and replica of the data set ready in {ready:.0f} s", flush=True)
     try:
         primary = pair.url(pair.primary_port, DATABASE)
         replica = pair.url(pair.replica_port, DATABASE)
@@ -75,17 +76,14 @@ def replica_scenarios(source_url: str, label: str, quick: bool = False) -> list[
 def _copy(pair, source_url: str) -> None:
     """The data set into the pair's primary: a directory dump and restore, two jobs each,
     then fresh statistics (both apps read this one copy, so neither gains from a vacuum the
-    other lacks). The source is read as its URL's user, with no password (trust or
-    ~/.pgpass, as on the bench machine)."""
-    source = make_url(source_url)
+    other lacks). The source is read as its URL's user with no password on the command line
+    (`backup.libpq_url`; trust, ~/.pgpass or PGPASSWORD)."""
+    from webapp.cli.backup import libpq_url
+
     dump = pair.folder / "dump"
-    connection = [
-        "-h", source.host or "127.0.0.1", "-p", str(source.port or 5432),
-        "-U", source.username or "postgres",
-    ]  # fmt: skip
+    source = libpq_url(make_url(source_url))
     pair.run(
-        "pg_dump", *connection, "-d", str(source.database), "-Fd", "-j", "2", "-Z", "0",
-        "-f", str(dump), timeout=3600,
+        "pg_dump", "-d", source, "-Fd", "-j", "2", "-Z", "0", "-f", str(dump), timeout=3600
     )  # fmt: skip
     own = ["-h", "127.0.0.1", "-p", str(pair.primary_port), "-U", "postgres"]
     pair.run("createdb", *own, DATABASE)
@@ -98,16 +96,7 @@ class _Client:
     """A test client signed in as one account (sessions of their own: one per reader)."""
 
     def __init__(self, app, username: str) -> None:
-        from webapp.services.identity import signin
-
-        with app.app_context():
-            checked = signin.check_password(username, PASSWORD)
-            account = signin.open_session(checked, "password", signin.Client(None, None))
-            user_id = account.get_id()
-        self.client = app.test_client()
-        with self.client.session_transaction() as session:
-            session["_user_id"] = user_id
-            session["_fresh"] = True
+        self.client = signed_in_client(app, username)
 
     def get(self, path: str):
         response = self.client.get(path)
@@ -146,17 +135,12 @@ def _apps(primary: str, replica: str) -> Iterator[tuple[object, object]]:
             chooser.dispose()
 
 
-def served() -> dict[str, float]:
-    """Requests of the routed pages so far, by the database that served them."""
+def served(database: str) -> float:
+    """Requests of the routed pages `database` (primary, replica1) has served so far."""
     from prometheus_client import REGISTRY
 
-    return {
-        sample.labels["database"]: sample.value
-        for metric in REGISTRY.collect()
-        if metric.name == "telephony_routed_reads"
-        for sample in metric.samples
-        if sample.name == "telephony_routed_reads_total"
-    }
+    sample = REGISTRY.get_sample_value("telephony_routed_reads_total", {"database": database})
+    return sample or 0.0
 
 
 def _pages_to_ask(company: str) -> list[str]:
@@ -185,9 +169,9 @@ def _until_replica_serves(client: _Client, path: str, timeout: float = 30) -> No
     own: ask until a request is the replica's."""
     deadline = time.monotonic() + timeout
     while True:
-        before = served().get("replica1", 0)
+        before = served("replica1")
         client.get(path)
-        if served().get("replica1", 0) > before:
+        if served("replica1") > before:
             return
         assert time.monotonic() < deadline, "the replica never served the bench's reads"
         time.sleep(0.5)
@@ -199,9 +183,9 @@ def _pages(label: str, routed, alone, runs: int) -> list[Result]:
     _until_replica_serves(clients["replica"], "/reports/ddis")
     results = []
     for path in _pages_to_ask(company):
-        on_replica = served().get("replica1", 0)
+        on_replica = served("replica1")
         times, size = in_turns(clients, path, runs, weighed="replica")
-        by_replica = served().get("replica1", 0) - on_replica
+        by_replica = served("replica1") - on_replica
         assert by_replica == 1 + runs, f"{path}: the replica served {by_replica} of {1 + runs}"
         results.append(
             Result(
@@ -269,7 +253,7 @@ def _mixed(label: str, routed, seconds: float) -> list[Result]:
         (lambda client=client: reader(client, paths)) for client in readers
     ]
     threads = [threading.Thread(target=_catching(job, failures)) for job in jobs]
-    before = served()
+    before = {name: served(name) for name in ("primary", "replica1")}
     for thread in threads:
         thread.start()
     time.sleep(seconds)
@@ -278,8 +262,7 @@ def _mixed(label: str, routed, seconds: float) -> list[Result]:
         thread.join()
     if failures:
         raise failures[0]
-    after = served()
-    counts = {name: after.get(name, 0) - before.get(name, 0) for name in after}
+    counts = {name: served(name) - count for name, count in before.items()}
     total = sum(counts.values())
     share = 100 * counts.get("primary", 0) / total
     written = next(writes)
@@ -315,10 +298,6 @@ def _catching(job: Callable[[], None], failures: list[BaseException]) -> Callabl
 
 def _note(label: str, why: str) -> Result:
     return Result(label, "read replica rows", 0.0, None, "-", "ms", note=why)
-
-
-def _since(started: float) -> str:
-    return f"{time.perf_counter() - started:.0f} s"
 
 
 def main(argv: list[str] | None = None) -> int:

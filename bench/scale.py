@@ -56,7 +56,6 @@ def _client(database_url: str) -> tuple[object, Callable[[], None]]:
     from webapp.errors import Conflict
     from webapp.extensions import db
     from webapp.services.billing import month_close, periods
-    from webapp.services.identity import signin
 
     app = create_app(
         {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "bench-secret-key-not-secret"}
@@ -64,9 +63,6 @@ def _client(database_url: str) -> tuple[object, Callable[[], None]]:
     operator = Principal.cli("cli:bench-scale")
     with app.app_context():
         ensure_account(operator, SYSADMIN, system_admin=True)
-        checked = signin.check_password(SYSADMIN, PASSWORD)
-        account = signin.open_session(checked, "password", signin.Client(None, None))
-        user_id = account.get_id()
         tz = periods.zone(app.config["REPORT_TIMEZONE"])
         month, year = last_closed_month(periods.today_in(tz))
         request = month_close.parse_scope({"year": year, "month": month})
@@ -74,10 +70,7 @@ def _client(database_url: str) -> tuple[object, Callable[[], None]]:
         with contextlib.suppress(Conflict):  # closed already: read as it is
             month_close.close_month(operator, request)
         db.session.remove()
-    client = app.test_client()
-    with client.session_transaction() as session:
-        session["_user_id"] = user_id
-        session["_fresh"] = True
+    client = signed_in_client(app, SYSADMIN)
     freeze_startup_objects()  # as each gunicorn worker does once its app is built (wsgi.py)
 
     def undo() -> None:  # the run's close and its audit entry deleted: the set as it was
@@ -85,6 +78,22 @@ def _client(database_url: str) -> tuple[object, Callable[[], None]]:
             _restore(db, before, last_audit, operator.username)
 
     return client, undo
+
+
+def signed_in_client(app: Any, username: str) -> Any:
+    """A test client with a session of its own for `username` (the bench password), opened
+    through the sign-in service as /login would."""
+    from webapp.services.identity import signin
+
+    with app.app_context():
+        checked = signin.check_password(username, PASSWORD)
+        account = signin.open_session(checked, "password", signin.Client(None, None))
+        user_id = account.get_id()
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["_user_id"] = user_id
+        session["_fresh"] = True
+    return client
 
 
 def set_label(database: str, companies: int) -> str:
