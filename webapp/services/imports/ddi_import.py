@@ -31,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ...access import Principal
-from ...database import bulk_cache, insert_rows, one_of, write_transaction
+from ...database import bulk_cache, insert_rows, one_of, unnest_rows, write_transaction
 from ...errors import Conflict, Forbidden
 from ...extensions import db
 from ...models import Company, Ddi
@@ -344,15 +344,18 @@ class _Reader:
                 if isinstance(item, Flawed)
                 for why in item.problems
             ]
+            rows = [item for item in items if isinstance(item, Row)]
+            stored = _stored(self.session, rows, self.lock)
             if not self.again:
                 found += self._check_keys(items)
                 found += self._check_companies(items)
-                found += self._check_holds(items)
+                # A number with a DDI is in service, so held for no one: only the others.
+                found += self._check_holds(
+                    [r for r in rows if (r.dialcode, r.number) not in stored]
+                )
             self._add(found)
             if self.problems:
                 continue  # the file is refused: only its problems matter now
-            rows = [item for item in items if isinstance(item, Row)]
-            stored = _stored(self.session, rows, self.lock)
             for row in rows:
                 self._count(row, stored.get((row.dialcode, row.number)))
             yield rows, stored
@@ -396,10 +399,9 @@ class _Reader:
             self.seen.add(code)
         return found
 
-    def _check_holds(self, items: list[Row | Flawed]) -> list[tuple[int, str | _Repeat]]:
+    def _check_holds(self, rows: list[Row]) -> list[tuple[int, str | _Repeat]]:
         """Rows whose number is held for another company (docs/numbers.md): reserved for it,
         or aging after leaving it."""
-        rows = [item for item in items if isinstance(item, Row)]
         takes = [inventory.Taking((r.dialcode, r.number), r.company) for r in rows]
         held = inventory.held_against(self.session, takes)
         return [
@@ -548,6 +550,37 @@ _SET_EXTEN = (
 )
 
 
+def _update(session: Session, moves: list[dict[str, Any]], extens: list[dict[str, Any]]) -> None:
+    """A chunk's changed DDI rows written (their rows locked by the first read)."""
+    if session.get_bind().dialect.name != "postgresql":
+        # SQLite changes in process, a statement per row costing nothing more; the two
+        # statements leave the company indexes alone for an extension change.
+        if moves:
+            session.execute(_MOVE, moves)
+        if extens:
+            session.execute(_SET_EXTEN, extens)
+        return
+    changed = sorted(moves + extens, key=lambda r: r["row_id"])
+    if not changed:
+        return
+    # One statement for the chunk. A PostgreSQL update writes every index of a row whose
+    # indexed column changes (the extension is one), so the moves need no statement of their
+    # own; an extension change sets the company it already has.
+    v = unnest_rows(
+        {
+            "id": (Ddi.__table__.c.id.type, [r["row_id"] for r in changed]),
+            "exten": (Ddi.__table__.c.virt_exten.type, [r["new_exten"] for r in changed]),
+            "company": (Ddi.__table__.c.company.type, [r["new_company"] for r in changed]),
+        }
+    )
+    t = Ddi.__table__.c
+    session.execute(
+        update(Ddi.__table__)
+        .where(t.id == v.c.id)
+        .values(virt_exten=v.c.exten, company=v.c.company)
+    )
+
+
 def _write(
     session: Session,
     chunks: Iterator[tuple[list[Row], dict[tuple[str, str], Stored]]],
@@ -580,7 +613,10 @@ def _write(
                     {"row_id": now.id, "new_exten": row.virt_exten, "new_company": row.company}
                 )
             else:
-                extens.append({"row_id": now.id, "new_exten": row.virt_exten})
+                # Its company too, unchanged: PostgreSQL writes both lists in one statement.
+                extens.append(
+                    {"row_id": now.id, "new_exten": row.virt_exten, "new_company": now.company}
+                )
             if moved:
                 ends.append((now.company, row.key))
                 starts.append((row.company, row.key))
@@ -596,10 +632,7 @@ def _write(
                 insert_rows(session, Ddi.__table__, new)
             except IntegrityError as exc:
                 raise Conflict(raced) from exc
-        if moves:
-            session.execute(_MOVE, moves)
-        if extens:
-            session.execute(_SET_EXTEN, extens)
+        _update(session, moves, extens)
         yield changes.Change(starts=starts, ends=ends, audit=entries)
 
 
