@@ -53,6 +53,16 @@ LEFT JOIN rollup_months AS r ON r.kind = :kind AND r.company = c.id AND r.month 
   SELECT max(m.month) FROM rollup_months AS m WHERE m.kind = :kind AND m.company = c.id
 )
 """
+# PostgreSQL: one backward index seek a company, its last row. The query above costs it a
+# seek for each of the company's month rows (the subquery is evaluated per candidate row of
+# the join), and SQLite has no LATERAL.
+_LATEST_ROWS_PG = """
+SELECT c.id, r.month, COALESCE(r.level, 0) FROM companies AS c
+LEFT JOIN LATERAL (
+  SELECT m.month, m.level FROM rollup_months AS m WHERE m.kind = :kind AND m.company = c.id
+  ORDER BY m.month DESC LIMIT 1
+) AS r ON true
+"""
 
 
 def write(session: Session, kind: str, tz: ZoneInfo) -> int:
@@ -73,11 +83,13 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
     if session.get_bind().dialect.name == "postgresql":
         store = _rollup_stream_pg.PostgresStore(raw)
         written = _rollup_stream.write(store, kind, [_pg_text(at) for at in midnights], days)
+        latest = _LATEST_ROWS_PG
     else:
         store = _rollup_stream.SqliteStore(raw)  # type: ignore[arg-type]
         with bulk_cache(session):
             written = _rollup_stream.write(store, kind, [_stored(at) for at in midnights], days)
-    _sync(session, _LATEST, _LATEST_ROWS, {"kind": kind})
+        latest = _LATEST_ROWS
+    _sync(session, _LATEST, latest, {"kind": kind})
     return written
 
 
