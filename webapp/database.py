@@ -179,23 +179,26 @@ def _refuse_dead_connection(dbapi_connection, _record, _proxy) -> None:
         raise DisconnectionError("the server ended the connection")
 
 
-# SQLite's page cache for one bulk write (a DDI import): a million-row change touches pages
-# of every index of several tables at random, and the default 2 MB cache would read them from
-# disk again and again. Within the bulk process's 512 MB (the rest of an import's peak is about
-# 170 MB: the app, the file's keys, a chunk); put back afterwards. 320 MB rather than 192 made
-# the import 7% faster at the bench data set.
-BULK_CACHE_KIB = 320 * 1024
+# SQLite's page cache for one bulk write (a number stock, a month close): a million-row change
+# touches pages of every index of several tables at random, and the default 2 MB cache would
+# read them from disk again and again. Put back afterwards.
+BULK_CACHE_KIB = 192 * 1024
+# A DDI import's: it changes the rows of more tables, each with more indexes (nine on the
+# audit log, eight on the DDIs), and 320 MB made it 7% faster than 192 at the bench data set;
+# within the import's 512 MB (the rest of its peak is about 170 MB: the app, the file's keys,
+# a chunk).
+IMPORT_CACHE_KIB = 320 * 1024
 
 
 @contextmanager
-def bulk_cache(session: Session) -> Iterator[None]:
-    """A larger SQLite page cache on the session's connection for the block (no-op on
-    PostgreSQL, whose shared buffers the server sizes)."""
+def bulk_cache(session: Session, kib: int = BULK_CACHE_KIB) -> Iterator[None]:
+    """A larger SQLite page cache (`kib` KiB) on the session's connection for the block (no-op
+    on PostgreSQL, whose shared buffers the server sizes)."""
     if session.get_bind().dialect.name != "sqlite":
         yield
         return
     previous = session.scalar(text("PRAGMA cache_size"))
-    session.execute(text(f"PRAGMA cache_size=-{BULK_CACHE_KIB}"))
+    session.execute(text(f"PRAGMA cache_size=-{int(kib)}"))
     try:
         yield
     finally:

@@ -31,7 +31,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ...access import Principal
-from ...database import bulk_cache, insert_rows, one_of, unnest_rows, write_transaction
+from ...database import (
+    IMPORT_CACHE_KIB,
+    bulk_cache,
+    insert_rows,
+    one_of,
+    unnest_rows,
+    write_transaction,
+)
 from ...errors import Conflict, Forbidden
 from ...extensions import db
 from ...models import Company, Ddi
@@ -500,7 +507,7 @@ def apply(principal: Principal, source: Source, expected: str | None = None) -> 
     with (
         timed(IMPORT_SECONDS, "apply"),
         write_transaction() as session,
-        bulk_cache(session),
+        bulk_cache(session, IMPORT_CACHE_KIB),
     ):
         first = _read_plan(session, principal, source, lock=True)
         if expected is not None and first.fingerprint != expected:
