@@ -82,7 +82,12 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
     store: _rollup_stream.Store
     if session.get_bind().dialect.name == "postgresql":
         store = _rollup_stream_pg.PostgresStore(raw)
-        written = _rollup_stream.write(store, kind, [_pg_text(at) for at in midnights], days)
+        # In pipeline mode a batch of writes is sent without waiting for it: the server
+        # applies it while the sweep goes on with the companies already read, and the next
+        # read waits for it (in order, in the one transaction). Half the rebuild's time was
+        # the server's, half Python's, one after the other.
+        with raw.pipeline():
+            written = _rollup_stream.write(store, kind, [_pg_text(at) for at in midnights], days)
         latest = _LATEST_ROWS_PG
     else:
         store = _rollup_stream.SqliteStore(raw)  # type: ignore[arg-type]

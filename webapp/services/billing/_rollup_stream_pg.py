@@ -82,12 +82,25 @@ class PostgresStore:
         with self.raw.cursor() as cursor:
             cursor.execute("SELECT id FROM companies ORDER BY id")
             ids = [company for (company,) in cursor]
-            for start in range(0, len(ids), _COMPANIES_BATCH):
-                batch = ids[start : start + _COMPANIES_BATCH]
-                # Never prepared (psycopg prepares a statement run five times, and the server
-                # may then keep one generic plan): each batch planned afresh.
-                cursor.execute(_COMPANIES, {"kind": kind, "batch": batch}, prepare=False)
-                yield from cursor.fetchall()
+        batches = [ids[i : i + _COMPANIES_BATCH] for i in range(0, len(ids), _COMPANIES_BATCH)]
+        # Each batch's query is sent as soon as the one before is read: in pipeline mode
+        # (_rollup_build.write) the server runs it while the sweep works through the batch
+        # before. Its companies are not the ones that batch's writes change.
+        pending = self._send(kind, batches[0]) if batches else None
+        for following in [*batches[1:], None]:
+            assert pending is not None
+            with pending:
+                rows = pending.fetchall()
+            pending = self._send(kind, following) if following is not None else None
+            yield from rows
+
+    def _send(self, kind: str, batch: list[str]) -> Any:
+        """A cursor with the query of `batch` sent (its rows not read yet)."""
+        cursor = self.raw.cursor()
+        # Never prepared (psycopg prepares a statement run five times, and the server may
+        # then keep one generic plan): each batch planned afresh.
+        cursor.execute(_COMPANIES, {"kind": kind, "batch": batch}, prepare=False)
+        return cursor
 
     def flush(self, kind: str, table: Table) -> None:
         name, (key, *values) = table.table, table.columns
