@@ -176,6 +176,23 @@ def test_an_empty_history_empties_the_rollup(app, companies):
     }
 
 
+def test_a_database_without_companies_rebuilds_to_an_empty_rollup(app):
+    """A new database has no company: the rebuild reads none and writes nothing (PostgreSQL
+    sends the first batch's read before the loop over the batches; there is none)."""
+    with app.app_context():
+        assert db.session.scalar(select(Company.id).limit(1)) is None
+        assert rollups.rebuild_all(db.session, periods.zone("Europe/London")) == {
+            "ddi": 0,
+            "user": 0,
+        }
+        assert _rollup_rows() == {
+            "daily_peaks": [],
+            "rollup_days": [],
+            "rollup_months": [],
+            "rollup_latest": [],
+        }
+
+
 @pytest.mark.parametrize("before", ["empty", "wrong"])
 def test_companies_read_batch_by_batch_each_come_once(app, companies, factory, monkeypatch, before):
     """PostgreSQL reads the companies a batch at a time (_rollup_stream_pg: a plan per batch,

@@ -86,12 +86,14 @@ class PostgresStore:
         # Each batch's query is sent as soon as the one before is read: in pipeline mode
         # (_rollup_build.write) the server runs it while the sweep works through the batch
         # before. Its companies are not the ones that batch's writes change.
-        pending = self._send(kind, batches[0]) if batches else None
+        if not batches:
+            return  # no company: nothing to read (a new database)
+        pending = self._send(kind, batches[0])
         for following in [*batches[1:], None]:
-            assert pending is not None
             with pending:
                 rows = pending.fetchall()
-            pending = self._send(kind, following) if following is not None else None
+            if following is not None:
+                pending = self._send(kind, following)
             yield from rows
 
     def _send(self, kind: str, batch: list[str]) -> Any:
