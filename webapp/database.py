@@ -30,6 +30,7 @@ from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
     Select,
+    String,
     Table,
     any_,
     bindparam,
@@ -246,9 +247,12 @@ def unnest_rows(columns: Mapping[str, tuple[TypeEngine[Any], list[Any]]]) -> Tab
     one derived table, `unnest(:a, :b) AS v(a, b)`, for a set-based UPDATE ... FROM it. An
     executemany sends a statement per row, and the server's cost of a statement is several
     times that of the row it changes (an import's hundreds of thousands of rows)."""
+    # Text without its length: a cast to varchar(n) cuts a longer value where the column
+    # itself refuses it.
+    kinds = [String() if isinstance(t, String) else t for t, _ in columns.values()]
     arrays = [
-        cast(bindparam(None, values, type_=postgresql.ARRAY(type_)), postgresql.ARRAY(type_))
-        for type_, values in columns.values()
+        cast(bindparam(None, values, type_=postgresql.ARRAY(t)), postgresql.ARRAY(t))
+        for t, (_, values) in zip(kinds, columns.values(), strict=True)
     ]
     return func.unnest(*arrays).table_valued(*columns).render_derived(name="v")
 

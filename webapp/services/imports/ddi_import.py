@@ -352,7 +352,9 @@ class _Reader:
                 for why in item.problems
             ]
             rows = [item for item in items if isinstance(item, Row)]
-            stored = _stored(self.session, rows, self.lock)
+            # A file already refused is only checked on: no stored rows read or locked (its
+            # holds are then looked up for every row, which finds the same ones).
+            stored = {} if self.problems else _stored(self.session, rows, self.lock)
             if not self.again:
                 found += self._check_keys(items)
                 found += self._check_companies(items)
