@@ -83,9 +83,10 @@ def write(session: Session, kind: str, tz: ZoneInfo) -> int:
     if session.get_bind().dialect.name == "postgresql":
         store = _rollup_stream_pg.PostgresStore(raw)
         # In pipeline mode a batch of writes is sent without waiting for it: the server
-        # applies it while the sweep goes on with the companies already read, and the next
-        # read waits for it (in order, in the one transaction). Half the rebuild's time was
-        # the server's, half Python's, one after the other.
+        # applies it while the sweep goes on with the companies already read (the store sends
+        # each batch's read ahead too), and reading a batch's rows waits for everything sent
+        # before (in order, in the one transaction). Half the rebuild's time was the server's,
+        # half Python's, one after the other.
         with raw.pipeline():
             written = _rollup_stream.write(store, kind, [_pg_text(at) for at in midnights], days)
         latest = _LATEST_ROWS_PG

@@ -575,14 +575,14 @@ def _update(session: Session, moves: list[dict[str, Any]], extens: list[dict[str
     # One statement for the chunk. A PostgreSQL update writes every index of a row whose
     # indexed column changes (the extension is one), so the moves need no statement of their
     # own; an extension change sets the company it already has.
+    t = Ddi.__table__.c
     v = unnest_rows(
         {
-            "id": (Ddi.__table__.c.id.type, [r["row_id"] for r in changed]),
-            "exten": (Ddi.__table__.c.virt_exten.type, [r["new_exten"] for r in changed]),
-            "company": (Ddi.__table__.c.company.type, [r["new_company"] for r in changed]),
+            "id": (t.id.type, [r["row_id"] for r in changed]),
+            "exten": (t.virt_exten.type, [r["new_exten"] for r in changed]),
+            "company": (t.company.type, [r["new_company"] for r in changed]),
         }
     )
-    t = Ddi.__table__.c
     session.execute(
         update(Ddi.__table__)
         .where(t.id == v.c.id)
